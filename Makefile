@@ -1,0 +1,54 @@
+# Two set-up commands: `make run` (embedded demo) and `make test` (whole suite).
+SHELL := /bin/bash
+PYTHON ?= python3.11
+VENV := .venv
+PY := $(VENV)/bin/python
+HOST ?= 127.0.0.1
+PORT ?= 8000
+
+# Test services: used when reachable (CI sets OWLAI_REQUIRE_SERVICES=1 and
+# then a skipped service test is a failure).
+TEST_PG_URL ?= postgres://postgres@127.0.0.1:5432/owlai
+TEST_REDIS_URL ?= redis://127.0.0.1:6379/0
+
+.PHONY: install run test lint format bench messages
+
+$(VENV)/.installed: requirements.txt requirements-dev.txt
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -r requirements-dev.txt
+	touch $@
+
+install: $(VENV)/.installed
+
+run: install
+	$(PY) manage.py compilemessages --ignore=.venv -v 0 2>/dev/null || true
+	$(PY) manage.py migrate --noinput -v 0
+	$(PY) manage.py seed_demo
+	$(PY) manage.py runserver --insecure $(HOST):$(PORT)
+
+test: install
+	@$(PY) manage.py compilemessages --ignore=.venv -v 0 2>/dev/null || true
+	@if $(PY) -c "import socket; socket.create_connection(('127.0.0.1', 5432), 1).close(); socket.create_connection(('127.0.0.1', 6379), 1).close()" 2>/dev/null; then \
+		echo "make test: PostgreSQL and Redis reachable; running against them"; \
+		DATABASE_URL=$${DATABASE_URL:-$(TEST_PG_URL)} REDIS_URL=$${REDIS_URL:-$(TEST_REDIS_URL)} \
+		SECRET_KEY=$${SECRET_KEY:-owlai-test-secret-key} $(PY) -m pytest $(PYTEST_ARGS); \
+	else \
+		echo "make test: PostgreSQL/Redis not reachable; service tests will skip"; \
+		env -u DATABASE_URL -u REDIS_URL $(PY) -m pytest $(PYTEST_ARGS); \
+	fi
+
+lint: install
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+format: install
+	$(VENV)/bin/ruff format .
+	$(VENV)/bin/ruff check --fix .
+
+bench: install
+	$(PY) bench/executor.py
+
+messages: install
+	$(PY) manage.py makemessages -l ko -l en --ignore=.venv --ignore=tests
+	$(PY) manage.py compilemessages --ignore=.venv

@@ -1,0 +1,22 @@
+"""Conversations in the admin: metadata only. The admin never shows message
+content (seed 003: auditing must not become a way to read others' chats)."""
+
+from django.contrib import admin
+
+from chat.models import Conversation
+
+
+@admin.register(Conversation)
+class ConversationAdmin(admin.ModelAdmin):
+    list_display = ("id", "owner", "tier", "model", "created_at", "updated_at")
+    list_filter = ("tier",)
+    search_fields = ("owner__username",)
+    fields = ("id", "owner", "tier", "model", "created_at", "updated_at")
+    readonly_fields = fields
+    show_full_result_count = False
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False

@@ -1,0 +1,67 @@
+"""The single agent loop. Chat, playbooks and sub-agents all run this loop;
+every tool call goes through the executor passed in, never around it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from chat.context import TurnContext
+from chat.executor import ToolResult
+from chat.llm import AssistantReply, ModelClient
+
+Emit = Callable[[str, dict], None]
+Execute = Callable[..., ToolResult]
+
+
+@dataclass(frozen=True)
+class LoopResult:
+    new_messages: list[dict]  # model-facing history entries produced by this turn
+    final_text: str
+    step_limit_hit: bool
+
+
+def _assistant_entry(reply: AssistantReply) -> dict:
+    entry: dict = {"role": "assistant", "content": reply.content or ""}
+    if reply.tool_calls:
+        entry["tool_calls"] = [
+            {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
+            for c in reply.tool_calls
+        ]
+    return entry
+
+
+def run_agent_loop(
+    *,
+    ctx: TurnContext,
+    client: ModelClient,
+    messages: list[dict],
+    tools: list[dict],
+    execute: Execute,
+    emit: Emit,
+    max_steps: int,
+) -> LoopResult:
+    """Alternate model calls and tool calls until the model answers without
+    tools or `max_steps` model calls were made. Exceptions from `execute`
+    (e.g. the audit row could not be written) propagate: the caller fails the
+    turn and the tool result never reaches the model."""
+    new: list[dict] = []
+
+    def on_delta(text: str) -> None:
+        emit("message.delta", {"text": text})
+
+    for _step in range(max_steps):
+        reply = client.complete(messages=messages + new, tools=tools, on_delta=on_delta)
+        new.append(_assistant_entry(reply))
+        if not reply.tool_calls:
+            emit("message.completed", {"text": reply.content})
+            return LoopResult(new_messages=new, final_text=reply.content, step_limit_hit=False)
+        for call in reply.tool_calls:
+            emit("tool.started", {"call_id": call.id, "tool": call.name})
+            result = execute(ctx, name=call.name, arguments=call.arguments)
+            emit(
+                "tool.finished",
+                {"call_id": call.id, "tool": call.name, "outcome": result.outcome, "row_count": result.row_count},
+            )
+            new.append({"role": "tool", "tool_call_id": call.id, "content": result.content})
+    return LoopResult(new_messages=new, final_text="", step_limit_hit=True)

@@ -1,0 +1,117 @@
+"""The offline demo model: deterministic, no network.
+
+It lets a newcomer try the whole governed path (executor, checks, audit)
+without any model server: SQL in the message is run with `run_sql` on the
+mentioned (or only visible) connection and the rows come back as a table;
+anything else gets the list of connections the turn can see.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Callable
+
+from django.utils.translation import gettext as _
+
+from chat.llm import AssistantReply, ToolCall
+from chat.tools import RUN_SQL
+
+DEMO_LABEL = "offline demo model"
+_FENCED = re.compile(r"```(?:sql)?\s*\n?(.*?)```", re.IGNORECASE | re.DOTALL)
+_BARE = re.compile(r"^\s*(select|with)\b", re.IGNORECASE)
+_MAX_TABLE_ROWS = 20
+
+
+def extract_sql(text: str) -> str | None:
+    fenced = _FENCED.search(text)
+    if fenced and fenced.group(1).strip():
+        return fenced.group(1).strip()
+    if _BARE.match(text):
+        return text.strip()
+    return None
+
+
+def _connection_names(tools: list[dict]) -> list[str]:
+    for tool in tools:
+        function = tool.get("function", {})
+        if function.get("name") == RUN_SQL:
+            return list(function["parameters"]["properties"]["connection"].get("enum", []))
+    return []
+
+
+def pick_connection(text: str, names: list[str]) -> str | None:
+    """The connection named in the text (longest match wins), else the only one."""
+    lowered = text.lower()
+    mentioned = [n for n in names if f"@{n.lower()}" in lowered or n.lower() in lowered]
+    if mentioned:
+        return max(mentioned, key=len)
+    return names[0] if len(names) == 1 else None
+
+
+def render_table(payload: dict) -> str:
+    columns = payload.get("columns", [])
+    rows = payload.get("rows", [])
+    if not columns:
+        return _("The query returned no columns.")
+    lines = ["| " + " | ".join(str(c) for c in columns) + " |", "|" + "---|" * len(columns)]
+    for row in rows[:_MAX_TABLE_ROWS]:
+        cells = ["" if v is None else str(v).replace("|", "\\|").replace("\n", " ") for v in row]
+        lines.append("| " + " | ".join(cells) + " |")
+    summary = _("%(count)d row(s).") % {"count": payload.get("row_count", len(rows))}
+    if len(rows) > _MAX_TABLE_ROWS:
+        summary += " " + _("Showing the first %(shown)d.") % {"shown": _MAX_TABLE_ROWS}
+    if payload.get("truncated"):
+        summary += " " + _("The result was cut at the connection's row cap.")
+    return "\n".join(lines) + "\n\n" + summary
+
+
+class OfflineDemoClient:
+    def complete(self, *, messages: list[dict], tools: list[dict], on_delta: Callable[[str], None]) -> AssistantReply:
+        reply = self._decide(messages, tools)
+        if reply.content:
+            # Stream in small pieces so the demo exercises the same UI path.
+            for start in range(0, len(reply.content), 40):
+                on_delta(reply.content[start : start + 40])
+        return reply
+
+    def _decide(self, messages: list[dict], tools: list[dict]) -> AssistantReply:
+        last = messages[-1] if messages else {}
+        if last.get("role") == "tool":
+            return AssistantReply(content=self._answer_from_tool(last.get("content") or ""))
+        text = last.get("content") or "" if last.get("role") == "user" else ""
+        names = _connection_names(tools)
+        sql = extract_sql(text)
+        if sql is not None:
+            connection = pick_connection(text.replace(sql, ""), names) or pick_connection(text, names)
+            if connection is None:
+                if not names:
+                    return AssistantReply(content=_("You have no database connections available."))
+                return AssistantReply(
+                    content=_("Which connection should I query? Mention one of: %(names)s") % {"names": ", ".join(names)}
+                )
+            call_id = "demo_" + hashlib.sha1(f"{connection}\n{sql}".encode()).hexdigest()[:12]
+            return AssistantReply(
+                content="", tool_calls=[ToolCall(id=call_id, name=RUN_SQL, arguments=json.dumps({"connection": connection, "sql": sql}, ensure_ascii=False))]
+            )
+        if not names:
+            return AssistantReply(content=_("I am the offline demo model. You have no database connections available."))
+        listing = "\n".join(f"- {n}" for n in names)
+        return AssistantReply(
+            content=_(
+                "I am the offline demo model: I run SQL you write and show the rows. "
+                "Connections you can query:\n%(listing)s\n\nSend a SELECT statement, or SQL in a ``` block."
+            )
+            % {"listing": listing}
+        )
+
+    @staticmethod
+    def _answer_from_tool(content: str) -> str:
+        try:
+            payload = json.loads(content)
+        except json.JSONDecodeError:
+            return content
+        if "error" in payload:
+            return _("The query was not run: %(error)s") % {"error": payload["error"]}
+        return render_table(payload)

@@ -1,0 +1,223 @@
+"""The executor: the one place every tool call passes.
+
+    visibility re-check -> tool checks (read-only SQL, tables) -> execute
+    -> audit row (cannot write? withhold the result) -> sanitise -> result
+
+Every decision fails closed: an exception while deciding refuses the call.
+The model only ever receives what `execute_tool_call` returns.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import decimal
+import json
+import logging
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from audit.models import Outcome
+from audit.services import tool_call_audit_write
+from chat.context import TurnContext
+from chat.db_exec import QueryError, execute_readonly
+from chat.tools import RUN_SQL
+from governance.models import DbConnection
+from governance.services import GovernanceError, db_connection_dsn
+from governance.sql_guard import analyse_sql
+from governance.table_access import tables_not_granted
+from governance.visibility import db_grant_scope, visible_db_connections
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class ToolResult:
+    """What goes back to the model (`content`) and to the UI (outcome, rows)."""
+
+    content: str
+    outcome: str
+    row_count: int | None = None
+
+
+class _Refused(Exception):
+    """A check refused the call; the message is what the model is told."""
+
+
+def execute_tool_call(ctx: TurnContext, *, name: str, arguments: str) -> ToolResult:
+    """Run one tool call for a turn. Raises AuditWriteError when the call cannot
+    be recorded: the caller must then stop the turn without the result."""
+    if name == RUN_SQL:
+        return _run_sql(ctx, arguments)
+    _audit(ctx, tool=name or "?", outcome=Outcome.DENIED, reason="unknown tool")
+    return _refusal(f"unknown tool: {name}")
+
+
+def _run_sql(ctx: TurnContext, raw_arguments: str) -> ToolResult:
+    started = time.perf_counter()
+    connection: DbConnection | None = None
+    sql = ""
+    tables: tuple[str, ...] = ()
+    try:
+        args = _parse_arguments(raw_arguments)
+        sql = args.get("sql") if isinstance(args.get("sql"), str) else ""
+        connection_name = args.get("connection")
+        connection = _visible_connection(ctx, connection_name)
+        if not sql.strip():
+            raise _Refused("sql is empty")
+        verdict = analyse_sql(sql, connection.sql_dialect)
+        tables = verdict.tables
+        if not verdict.allowed:
+            raise _Refused(f"not a read-only query: {verdict.reason}")
+        scope = db_grant_scope(user_id=ctx.user_id, connection=connection)
+        if scope is None:
+            raise _Refused(_unavailable(connection_name))
+        missing = tables_not_granted(tables, scope, connection.sql_dialect)
+        if missing:
+            raise _Refused(f"no permission to read table(s): {', '.join(missing)}")
+    except _Refused as refused:
+        _audit_sql(ctx, connection, sql, tables, Outcome.DENIED, str(refused), started, raw_name=_name_of(raw_arguments))
+        return _refusal(str(refused))
+    except Exception:
+        # A crash inside a decision is a refusal, never a pass.
+        logger.exception("tool check failed; refusing")
+        _audit_sql(ctx, connection, sql, tables, Outcome.DENIED, "internal error during checks", started)
+        return _refusal("the call could not be checked and was refused")
+
+    try:
+        dsn = db_connection_dsn(connection=connection)
+        result = execute_readonly(
+            engine=connection.engine,
+            dsn=dsn,
+            sql=sql,
+            row_cap=connection.row_cap,
+            timeout_ms=connection.statement_timeout_ms,
+        )
+    except (QueryError, GovernanceError) as exc:
+        _audit_sql(ctx, connection, sql, tables, Outcome.FAILED, str(exc), started)
+        return ToolResult(content=json.dumps({"error": f"query failed: {exc}"}, ensure_ascii=False), outcome=Outcome.FAILED)
+    except Exception as exc:
+        logger.exception("query execution crashed")
+        _audit_sql(ctx, connection, sql, tables, Outcome.FAILED, f"execution error: {exc.__class__.__name__}", started)
+        return ToolResult(content=json.dumps({"error": "query failed"}), outcome=Outcome.FAILED)
+
+    # The row is written before the result exists for the model; if this
+    # raises, the result is dropped with the exception (fail closed).
+    _audit_sql(ctx, connection, sql, tables, Outcome.SUCCESS, "", started, row_count=len(result.rows))
+    payload = {
+        "connection": connection.name,
+        "columns": result.columns,
+        "rows": [[sanitise_value(v) for v in row] for row in result.rows],
+        "row_count": len(result.rows),
+        "truncated": result.truncated,
+    }
+    if result.truncated:
+        payload["note"] = f"only the first {connection.row_cap} rows are shown; aggregate in SQL instead"
+    return ToolResult(content=json.dumps(payload, ensure_ascii=False), outcome=Outcome.SUCCESS, row_count=len(result.rows))
+
+
+def _parse_arguments(raw: str) -> dict[str, Any]:
+    try:
+        args = json.loads(raw or "{}")
+    except json.JSONDecodeError as exc:
+        raise _Refused("arguments are not valid JSON") from exc
+    if not isinstance(args, dict):
+        raise _Refused("arguments must be a JSON object")
+    return args
+
+
+def _name_of(raw_arguments: str) -> str:
+    try:
+        name = json.loads(raw_arguments).get("connection")
+    except Exception:
+        return ""
+    return name[:200] if isinstance(name, str) else ""
+
+
+def _unavailable(name: Any) -> str:
+    # Same words whether the connection does not exist or is not visible to
+    # this turn: a refusal must not confirm that a hidden resource exists.
+    return f"connection '{name}' is not available" if isinstance(name, str) else "connection is not available"
+
+
+def _visible_connection(ctx: TurnContext, name: Any) -> DbConnection:
+    if not isinstance(name, str) or not name:
+        raise _Refused("connection is required")
+    for connection in visible_db_connections(user_id=ctx.user_id):
+        if connection.name == name:
+            return connection
+    raise _Refused(_unavailable(name))
+
+
+def _refusal(message: str) -> ToolResult:
+    return ToolResult(content=json.dumps({"error": f"refused: {message}"}, ensure_ascii=False), outcome=Outcome.DENIED)
+
+
+def _audit_sql(
+    ctx: TurnContext,
+    connection: DbConnection | None,
+    sql: str,
+    tables: tuple[str, ...],
+    outcome: str,
+    reason: str,
+    started: float,
+    *,
+    row_count: int | None = None,
+    raw_name: str = "",
+) -> None:
+    tool_call_audit_write(
+        actor_id=ctx.user_id,
+        actor_username=ctx.username,
+        tool=RUN_SQL,
+        outcome=outcome,
+        reason=reason,
+        resource_id=connection.pk if connection else None,
+        # For a refused unknown name we record what the model asked for.
+        resource_name=connection.name if connection else raw_name,
+        row_count=row_count,
+        sql_text=sql,
+        tables=list(tables),
+        origin=ctx.origin,
+        origin_ref=ctx.origin_ref,
+        conversation_id=ctx.conversation_id,
+        turn_id=ctx.turn_id,
+        duration_ms=round((time.perf_counter() - started) * 1000, 3),
+    )
+
+
+def _audit(ctx: TurnContext, *, tool: str, outcome: str, reason: str) -> None:
+    tool_call_audit_write(
+        actor_id=ctx.user_id,
+        actor_username=ctx.username,
+        tool=tool[:100],
+        outcome=outcome,
+        reason=reason,
+        resource_kind="",
+        origin=ctx.origin,
+        origin_ref=ctx.origin_ref,
+        conversation_id=ctx.conversation_id,
+        turn_id=ctx.turn_id,
+    )
+
+
+def sanitise_value(value: Any) -> Any:
+    """Make one cell JSON-safe for the model; binary becomes a size marker."""
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return f"<binary {len(bytes(value))} bytes>"
+    if isinstance(value, decimal.Decimal):
+        return str(value)
+    if isinstance(value, (dt.datetime, dt.date, dt.time)):
+        return value.isoformat()
+    if isinstance(value, dt.timedelta):
+        return str(value)
+    if isinstance(value, uuid.UUID):
+        return str(value)
+    if isinstance(value, (list, tuple)):
+        return [sanitise_value(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): sanitise_value(v) for k, v in value.items()}
+    return str(value)
+

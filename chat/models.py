@@ -1,0 +1,96 @@
+"""Conversations, turns and messages.
+
+Audit rows refer to conversations and turns by plain value, never by foreign
+key, so deleting a conversation leaves the record of what it touched.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from django.conf import settings
+from django.db import models
+from django.utils.translation import gettext_lazy as _
+
+from governance.models import LlmModel, Tier
+
+
+class Conversation(models.Model):
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="conversations", verbose_name=_("owner")
+    )
+    title = models.CharField(_("title"), max_length=200, blank=True)
+    # The model the user picked for this conversation (None: feature default).
+    model = models.ForeignKey(
+        LlmModel, on_delete=models.SET_NULL, null=True, blank=True, related_name="+", verbose_name=_("model")
+    )
+    # Pinned by the first turn that starts; never changes afterwards (seed 002).
+    tier = models.CharField(_("tier"), max_length=10, choices=Tier.choices, blank=True)
+    created_at = models.DateTimeField(_("created"), auto_now_add=True)
+    updated_at = models.DateTimeField(_("updated"), auto_now=True)
+
+    class Meta:
+        verbose_name = _("conversation")
+        verbose_name_plural = _("conversations")
+        ordering = ["-updated_at"]
+
+    def __str__(self) -> str:
+        return self.title or str(self.id)
+
+    @property
+    def group_name(self) -> str:
+        """Channel-layer group that receives this conversation's turn events."""
+        return f"conversation.{self.id.hex}"
+
+
+class TurnStatus(models.TextChoices):
+    QUEUED = "queued", _("Queued")
+    RUNNING = "running", _("Running")
+    COMPLETED = "completed", _("Completed")
+    REJECTED = "rejected", _("Rejected")
+    FAILED = "failed", _("Failed")
+
+
+class Turn(models.Model):
+    conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="turns")
+    status = models.CharField(_("status"), max_length=20, choices=TurnStatus.choices, default=TurnStatus.QUEUED)
+    requested_model = models.CharField(_("requested model"), max_length=300, blank=True)
+    # Snapshot of what the turn actually ran on, resolved before anything else.
+    model_name = models.CharField(_("model"), max_length=300, blank=True)
+    provider_name = models.CharField(_("provider"), max_length=100, blank=True)
+    tier = models.CharField(_("tier"), max_length=10, choices=Tier.choices, blank=True)
+    error = models.TextField(_("error"), blank=True)
+    # UI language of the user who started the turn; the worker answers in it.
+    language = models.CharField(max_length=10, blank=True)
+    created_at = models.DateTimeField(_("created"), auto_now_add=True)
+    finished_at = models.DateTimeField(_("finished"), null=True, blank=True)
+
+    class Meta:
+        verbose_name = _("turn")
+        verbose_name_plural = _("turns")
+        ordering = ["created_at", "id"]
+
+
+class MessageRole(models.TextChoices):
+    USER = "user", _("User")
+    ASSISTANT = "assistant", _("Assistant")
+    TOOL = "tool", _("Tool result")
+
+
+class Message(models.Model):
+    """One entry of the model-facing history. Tool results are stored as the
+    model saw them (sanitised), because later turns send them again."""
+
+    conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="messages")
+    turn = models.ForeignKey(Turn, on_delete=models.CASCADE, related_name="messages")
+    role = models.CharField(_("role"), max_length=20, choices=MessageRole.choices)
+    content = models.TextField(_("content"), blank=True)
+    tool_calls = models.JSONField(_("tool calls"), default=list, blank=True)
+    tool_call_id = models.CharField(max_length=100, blank=True)
+    created_at = models.DateTimeField(_("created"), auto_now_add=True)
+
+    class Meta:
+        verbose_name = _("message")
+        verbose_name_plural = _("messages")
+        ordering = ["created_at", "id"]

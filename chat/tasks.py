@@ -1,0 +1,41 @@
+"""Celery tasks: take ids, load, call one service."""
+
+from __future__ import annotations
+
+import asyncio
+
+from asgiref.sync import sync_to_async
+from celery import shared_task
+from django.conf import settings
+from django.db import close_old_connections
+
+from chat.services import turn_run
+
+
+@shared_task(name="chat.run_turn", acks_late=True, ignore_result=True)
+def run_turn(turn_id: int) -> None:
+    turn_run(turn_id=turn_id)
+
+
+# Tasks started in-process keep a reference here until done (asyncio only
+# keeps weak references to tasks).
+_in_process: set[asyncio.Task] = set()
+
+
+def _run_in_process(turn_id: int) -> None:
+    try:
+        run_turn.apply(args=(turn_id,))
+    finally:
+        close_old_connections()
+
+
+async def enqueue_turn(turn_id: int) -> None:
+    """Hand a turn to a worker. In the embedded profile (eager tasks) it runs
+    in a thread of this process, so the socket stays responsive and events
+    published through the in-memory layer reach it on this event loop."""
+    if settings.CELERY_TASK_ALWAYS_EAGER:
+        task = asyncio.get_running_loop().create_task(sync_to_async(_run_in_process, thread_sensitive=False)(turn_id))
+        _in_process.add(task)
+        task.add_done_callback(_in_process.discard)
+    else:
+        await sync_to_async(run_turn.delay)(turn_id)

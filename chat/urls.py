@@ -1,0 +1,13 @@
+from django.urls import path
+
+from chat import views
+
+app_name = "chat"
+
+urlpatterns = [
+    path("", views.chat_page, name="page"),
+    path("api/conversations/", views.conversations, name="conversations"),
+    path("api/models/", views.models_for_new_conversation, name="models"),
+    path("api/conversations/<uuid:conversation_id>/models/", views.conversation_models, name="conversation-models"),
+    path("api/conversations/<uuid:conversation_id>/messages/", views.conversation_messages, name="conversation-messages"),
+]

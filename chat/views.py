@@ -1,0 +1,74 @@
+"""Chat page and the small JSON API it uses. Thin: services do the work."""
+
+from __future__ import annotations
+
+from django.contrib.auth.decorators import login_required
+from django.shortcuts import get_object_or_404, render
+from rest_framework import serializers, status
+from rest_framework.decorators import api_view
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from chat.models import Conversation, MessageRole
+from chat.services import conversation_create, models_for_conversation
+from governance.models import LlmModel
+
+
+@login_required
+def chat_page(request):
+    return render(request, "chat/page.html")
+
+
+def _model_json(model: LlmModel) -> dict:
+    return {
+        "id": model.pk,
+        "name": model.name,
+        "label": str(model),
+        "provider": model.provider.name,
+        "tier": model.provider.tier,
+        "offline_demo": model.provider.kind == "offline-demo",
+    }
+
+
+def _conversation_json(conversation: Conversation) -> dict:
+    return {
+        "id": str(conversation.pk),
+        "title": conversation.title,
+        "tier": conversation.tier,
+        "model": conversation.model_id,
+        "updated_at": conversation.updated_at.isoformat(),
+    }
+
+
+class ConversationCreateSerializer(serializers.Serializer):
+    title = serializers.CharField(max_length=200, required=False, allow_blank=True, default="")
+
+
+@api_view(["GET", "POST"])
+def conversations(request: Request) -> Response:
+    if request.method == "POST":
+        serializer = ConversationCreateSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        conversation = conversation_create(owner=request.user, title=serializer.validated_data["title"])
+        return Response(_conversation_json(conversation), status=status.HTTP_201_CREATED)
+    items = Conversation.objects.filter(owner=request.user).order_by("-updated_at")[:100]
+    return Response([_conversation_json(c) for c in items])
+
+
+@api_view(["GET"])
+def models_for_new_conversation(request: Request) -> Response:
+    return Response([_model_json(m) for m in models_for_conversation(conversation=None)])
+
+
+@api_view(["GET"])
+def conversation_models(request: Request, conversation_id) -> Response:
+    conversation = get_object_or_404(Conversation, pk=conversation_id, owner=request.user)
+    return Response([_model_json(m) for m in models_for_conversation(conversation=conversation)])
+
+
+@api_view(["GET"])
+def conversation_messages(request: Request, conversation_id) -> Response:
+    """What the user sees: their messages and the assistant's final texts."""
+    conversation = get_object_or_404(Conversation, pk=conversation_id, owner=request.user)
+    items = conversation.messages.filter(role__in=[MessageRole.USER, MessageRole.ASSISTANT]).exclude(content="")
+    return Response([{"role": m.role, "content": m.content, "created_at": m.created_at.isoformat()} for m in items])

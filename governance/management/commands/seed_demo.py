@@ -1,0 +1,166 @@
+"""`manage.py seed_demo`: a ready-to-try install (demo DB, users, roles, grants).
+
+Idempotent and safe on every `make run`: the demo company file is built only
+when missing (``--rebuild`` forces it) and database rows are created only when
+missing, so whatever an admin changed afterwards (passwords, role members,
+grant scopes, feature defaults) is left alone. The one thing kept in step is
+the stored DSN of the ``demo_company`` connection, which must point at the file
+this install builds.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from urllib.parse import quote
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.core.management.base import BaseCommand
+from django.db import transaction
+from django.utils.translation import gettext as _
+
+from governance.demo_company import build_demo_company_db
+from governance.field_crypto import SecretUnavailable
+from governance.models import DbConnection, DbEngine, DbGrant, Feature, FeatureDefault, LlmModel, Role
+from governance.services import (
+    db_connection_dsn,
+    db_connection_set_stored_dsn,
+    feature_default_set,
+    install_config_sync,
+)
+
+DEMO_CONNECTION = "demo_company"
+DEMO_FILE_NAME = "demo_company.sqlite3"
+DEMO_BUSINESS_SUMMARY = "데모 회사 고객·상담·주문 DB: 고객 정보, 상담 이력(메모 포함), 주문 내역"
+SALES_ROLE = "영업팀"
+SUPPORT_ROLE = "고객센터"
+SUPPORT_TABLES = ["consultations", "orders"]
+OFFLINE_DEMO_KIND = "offline-demo"
+
+
+def demo_db_path() -> Path:
+    return (Path(settings.VAR_DIR) / DEMO_FILE_NAME).resolve()
+
+
+def sqlite_dsn(path: Path) -> str:
+    """SQLAlchemy-style URL of an absolute path: `sqlite:////abs/path` (four slashes).
+
+    `chat.db_exec._sqlite_path` strips `sqlite:///` and unquotes the rest, so
+    the absolute path keeps its own leading slash.
+    """
+    return "sqlite:///" + quote(path.as_posix(), safe="/")
+
+
+class Command(BaseCommand):
+    help = _("Create the demo company database, demo users, roles and grants (only what is missing).")
+
+    def add_arguments(self, parser) -> None:
+        parser.add_argument(
+            "--rebuild",
+            action="store_true",
+            help=_("Rebuild the demo company database file even if it already exists."),
+        )
+
+    def handle(self, *args, **options) -> None:
+        path = demo_db_path()
+        if options["rebuild"] or not path.exists():
+            counts = build_demo_company_db(path)
+            self.stdout.write(
+                _("Built the demo company database at %(path)s (%(counts)s).")
+                % {"path": path, "counts": ", ".join(f"{table} {n}" for table, n in counts.items())}
+            )
+        else:
+            self.stdout.write(_("Demo company database already exists at %(path)s.") % {"path": path})
+
+        with transaction.atomic():
+            install_config_sync(config=settings.OWLAI_INSTALL)
+            admin, admin_created = self._user("admin", password="admin", superuser=True)
+            staff, staff_created = self._user("staff", password="staff", superuser=False)
+            connection = self._connection(path)
+            self._role(SALES_ROLE, users=[staff, admin], connection=connection, whole_database=True, tables=[])
+            self._role(SUPPORT_ROLE, users=[], connection=connection, whole_database=False, tables=SUPPORT_TABLES)
+            chat_model = self._chat_default()
+
+        self._summary(admin_created=admin_created, staff_created=staff_created, chat_model=chat_model)
+
+    @staticmethod
+    def _user(username: str, *, password: str, superuser: bool):
+        user_model = get_user_model()
+        user = user_model.objects.filter(**{user_model.USERNAME_FIELD: username}).first()
+        if user is not None:
+            return user, False  # never touch an existing account, least of all its password
+        if superuser:
+            user = user_model.objects.create_superuser(username, email="", password=password)
+        else:
+            user = user_model.objects.create_user(username, email="", password=password, is_staff=False)
+        return user, True
+
+    @staticmethod
+    def _connection(path: Path) -> DbConnection:
+        connection, _created = DbConnection.objects.get_or_create(
+            name=DEMO_CONNECTION,
+            defaults={"engine": DbEngine.SQLITE, "business_summary": DEMO_BUSINESS_SUMMARY},
+        )
+        if connection.dsn_env:
+            return connection  # an admin chose an environment variable: respect it
+        wanted = sqlite_dsn(path)
+        try:
+            current = db_connection_dsn(connection=connection) if connection.dsn_encrypted else ""
+        except SecretUnavailable:
+            current = ""  # encrypted under another key: replace it
+        if current != wanted:
+            db_connection_set_stored_dsn(connection=connection, dsn=wanted)
+        return connection
+
+    @staticmethod
+    def _role(name: str, *, users: list, connection: DbConnection, whole_database: bool, tables: list[str]) -> Role:
+        role, created = Role.objects.get_or_create(name=name)
+        if created and users:
+            role.users.add(*users)
+        DbGrant.objects.get_or_create(
+            role=role, connection=connection, defaults={"whole_database": whole_database, "tables": list(tables)}
+        )
+        return role
+
+    @staticmethod
+    def _chat_default() -> LlmModel | None:
+        default = FeatureDefault.objects.filter(feature=Feature.CHAT).select_related("model").first()
+        if default is not None and default.model is not None:
+            return default.model
+        candidates = (
+            LlmModel.objects.filter(
+                provider__kind=OFFLINE_DEMO_KIND, enabled=True, in_config=True, provider__in_config=True
+            )
+            .select_related("provider")
+            .order_by("provider__name", "name")
+        )
+        model = candidates.first()
+        if model is not None:
+            feature_default_set(feature=Feature.CHAT, model=model)
+        return model
+
+    def _summary(self, *, admin_created: bool, staff_created: bool, chat_model: LlmModel | None) -> None:
+        write = self.stdout.write
+        write(self.style.SUCCESS(_("Demo data is ready.")))
+        if admin_created:
+            write(_("  Superuser: admin / admin (created now; change the password)"))
+        else:
+            write(_("  Superuser: admin (already existed; password unchanged)"))
+        if staff_created:
+            write(_("  Regular user: staff / staff (created now; role %(role)s)") % {"role": SALES_ROLE})
+        else:
+            write(_("  Regular user: staff (already existed; password unchanged)"))
+        write(
+            _("  Connection %(name)s: role %(sales)s sees the whole database, role %(support)s only %(tables)s.")
+            % {
+                "name": DEMO_CONNECTION,
+                "sales": SALES_ROLE,
+                "support": SUPPORT_ROLE,
+                "tables": ", ".join(SUPPORT_TABLES),
+            }
+        )
+        if chat_model is not None:
+            write(_("  Chat default model: %(model)s") % {"model": chat_model})
+        else:
+            write(_("  No chat default model is set; choose one in the admin."))
+        write(_("Log in at /admin/ (admin) or open / and sign in as staff to chat."))

@@ -1,0 +1,169 @@
+"""Providers, models, data resources and the roles that grant them."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+from django.utils.translation import gettext_lazy as _
+
+
+class Tier(models.TextChoices):
+    PRIVATE = "private", _("Private (stays on-prem)")
+    PUBLIC = "public", _("Public (leaves the network)")
+
+
+class Provider(models.Model):
+    """Mirror of a provider declared in the install config; never edited in the admin."""
+
+    name = models.CharField(_("name"), max_length=100, unique=True)
+    kind = models.CharField(_("kind"), max_length=30)
+    tier = models.CharField(_("tier"), max_length=10, choices=Tier.choices)
+    base_url = models.CharField(_("base URL"), max_length=500, blank=True)
+    api_key_env = models.CharField(_("API key environment variable"), max_length=100, blank=True)
+    in_config = models.BooleanField(_("declared in install config"), default=True)
+    synced_at = models.DateTimeField(_("last synced"), auto_now=True)
+
+    class Meta:
+        verbose_name = _("model provider")
+        verbose_name_plural = _("model providers")
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.tier})"
+
+
+class LlmModel(models.Model):
+    provider = models.ForeignKey(Provider, on_delete=models.CASCADE, related_name="models", verbose_name=_("provider"))
+    name = models.CharField(_("name"), max_length=200, help_text=_("As the provider's server knows it."))
+    label = models.CharField(_("label"), max_length=200, blank=True)
+    enabled = models.BooleanField(_("enabled"), default=True)
+    in_config = models.BooleanField(_("declared in install config"), default=True)
+
+    class Meta:
+        verbose_name = _("model")
+        verbose_name_plural = _("models")
+        ordering = ["provider__name", "name"]
+        constraints = [models.UniqueConstraint(fields=["provider", "name"], name="uniq_model_per_provider")]
+
+    def __str__(self) -> str:
+        return self.label or self.name
+
+    @property
+    def tier(self) -> str:
+        # A model has no tier of its own: it inherits its provider's (seed 002).
+        return self.provider.tier
+
+    @property
+    def usable(self) -> bool:
+        return self.enabled and self.in_config and self.provider.in_config
+
+
+class Feature(models.TextChoices):
+    CHAT = "chat", _("Chat")
+    DB_ANALYSIS = "db_analysis", _("DB analysis")
+    MEETING_SUMMARY = "meeting_summary", _("Meeting summary")
+
+
+class FeatureDefault(models.Model):
+    feature = models.CharField(_("feature"), max_length=30, choices=Feature.choices, unique=True)
+    model = models.ForeignKey(
+        LlmModel, on_delete=models.SET_NULL, null=True, blank=True, related_name="+", verbose_name=_("default model")
+    )
+
+    class Meta:
+        verbose_name = _("feature default model")
+        verbose_name_plural = _("feature default models")
+        ordering = ["feature"]
+
+    def __str__(self) -> str:
+        return f"{self.get_feature_display()}: {self.model or '-'}"
+
+
+class DbEngine(models.TextChoices):
+    POSTGRESQL = "postgresql", "PostgreSQL"
+    MYSQL = "mysql", "MySQL / MariaDB"
+    SQLITE = "sqlite", "SQLite"
+
+
+# sqlglot dialect for each engine: SQL is analysed in the dialect it runs in.
+SQL_DIALECT_BY_ENGINE = {
+    DbEngine.POSTGRESQL: "postgres",
+    DbEngine.MYSQL: "mysql",
+    DbEngine.SQLITE: "sqlite",
+}
+
+
+class DbConnection(models.Model):
+    """A company database the agent may query, read-only, through the executor."""
+
+    name = models.CharField(_("name"), max_length=100, unique=True)
+    business_summary = models.TextField(_("business summary"), blank=True)
+    engine = models.CharField(_("engine"), max_length=20, choices=DbEngine.choices)
+    # Where the DSN comes from. Never shown back: either the name of an
+    # environment variable (preferred: the secret stays outside the DB), or an
+    # encrypted stored value that the admin can replace but not read.
+    dsn_env = models.CharField(
+        _("DSN environment variable"),
+        max_length=100,
+        blank=True,
+        help_text=_("Name of the environment variable holding the connection URL."),
+    )
+    dsn_encrypted = models.TextField(_("stored DSN (encrypted)"), blank=True, editable=False)
+    row_cap = models.PositiveIntegerField(_("row cap"), default=500)
+    statement_timeout_ms = models.PositiveIntegerField(_("statement timeout (ms)"), default=15_000)
+    created_at = models.DateTimeField(_("created"), auto_now_add=True)
+
+    class Meta:
+        verbose_name = _("DB connection")
+        verbose_name_plural = _("DB connections")
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def sql_dialect(self) -> str:
+        return SQL_DIALECT_BY_ENGINE[self.engine]
+
+    @property
+    def dsn_source(self) -> str:
+        if self.dsn_env:
+            return f"env:{self.dsn_env}"
+        return "stored" if self.dsn_encrypted else "-"
+
+
+class Role(models.Model):
+    name = models.CharField(_("name"), max_length=100, unique=True)
+    description = models.TextField(_("description"), blank=True)
+    users = models.ManyToManyField(settings.AUTH_USER_MODEL, blank=True, related_name="owlai_roles", verbose_name=_("users"))
+
+    class Meta:
+        verbose_name = _("role")
+        verbose_name_plural = _("roles")
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class DbGrant(models.Model):
+    """A role may query a connection: the whole database or only chosen tables."""
+
+    role = models.ForeignKey(Role, on_delete=models.CASCADE, related_name="db_grants", verbose_name=_("role"))
+    connection = models.ForeignKey(DbConnection, on_delete=models.CASCADE, related_name="grants", verbose_name=_("DB connection"))
+    whole_database = models.BooleanField(_("whole database"), default=False)
+    tables = models.JSONField(
+        _("tables"),
+        default=list,
+        blank=True,
+        help_text=_('Table names this role may read, e.g. ["customers", "sales.orders"]. Ignored for a whole-database grant.'),
+    )
+
+    class Meta:
+        verbose_name = _("DB grant")
+        verbose_name_plural = _("DB grants")
+        constraints = [models.UniqueConstraint(fields=["role", "connection"], name="uniq_grant_per_role_connection")]
+
+    def __str__(self) -> str:
+        scope = _("whole database") if self.whole_database else ", ".join(self.tables)
+        return f"{self.role} → {self.connection}: {scope}"

@@ -1,0 +1,12 @@
+"""Celery app. Workers load the same settings, so a bad install config or a
+too-short retention stops the worker exactly as it stops the web process."""
+
+import os
+
+from celery import Celery
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "owlai.settings")
+
+app = Celery("owlai")
+app.config_from_object("django.conf:settings", namespace="CELERY")
+app.autodiscover_tasks()

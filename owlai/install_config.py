@@ -1,0 +1,173 @@
+"""Install config: what must not change by a click in the admin.
+
+The file (TOML, path in ``OWLAI_CONFIG``) declares model providers with their
+tier, their models, the embedding / speech-to-text roles and audit retention.
+This module is pure Python so settings can load it before Django starts, and so
+every entry point (web, worker, manage.py) fails the same way on a bad file.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+TIERS = ("private", "public")
+PROVIDER_KINDS = ("openai", "offline-demo")
+# Seed 003: access records are kept at least three years; a shorter value
+# must stop start-up rather than silently lose its meaning.
+MIN_RETENTION_DAYS = 1095
+FEATURES = ("chat", "db_analysis", "meeting_summary")
+
+
+class InstallConfigError(Exception):
+    """The install config is unusable; the message names the problem."""
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    name: str
+    label: str
+
+
+@dataclass(frozen=True)
+class ProviderSpec:
+    name: str
+    kind: str
+    tier: str
+    base_url: str
+    api_key_env: str
+    models: tuple[ModelSpec, ...]
+
+
+@dataclass(frozen=True)
+class RoleSpec:
+    """A model chosen per install (not per turn): embedding, speech-to-text."""
+
+    provider: str
+    model: str
+
+
+@dataclass(frozen=True)
+class InstallConfig:
+    path: str
+    providers: tuple[ProviderSpec, ...]
+    access_log_retention_days: int = MIN_RETENTION_DAYS
+    roles: dict[str, RoleSpec] = field(default_factory=dict)
+
+    def provider(self, name: str) -> ProviderSpec | None:
+        return next((p for p in self.providers if p.name == name), None)
+
+
+def _require_str(table: dict, key: str, where: str, *, default: str | None = None) -> str:
+    value = table.get(key, default)
+    if value is None:
+        raise InstallConfigError(f"{where}: missing required key '{key}'")
+    if not isinstance(value, str):
+        raise InstallConfigError(f"{where}: '{key}' must be a string")
+    return value.strip()
+
+
+def _parse_models(raw: object, where: str) -> tuple[ModelSpec, ...]:
+    if not isinstance(raw, list) or not raw:
+        raise InstallConfigError(f"{where}: 'models' must be a non-empty list")
+    models: list[ModelSpec] = []
+    seen: set[str] = set()
+    for index, item in enumerate(raw):
+        item_where = f"{where}.models[{index}]"
+        if isinstance(item, str):
+            item = {"name": item}
+        if not isinstance(item, dict):
+            raise InstallConfigError(f"{item_where}: must be a table or a string")
+        name = _require_str(item, "name", item_where)
+        if not name:
+            raise InstallConfigError(f"{item_where}: 'name' must not be empty")
+        if name in seen:
+            raise InstallConfigError(f"{where}: duplicate model name '{name}'")
+        seen.add(name)
+        models.append(ModelSpec(name=name, label=_require_str(item, "label", item_where, default=name)))
+    return tuple(models)
+
+
+def _parse_provider(raw: object, index: int) -> ProviderSpec:
+    where = f"providers[{index}]"
+    if not isinstance(raw, dict):
+        raise InstallConfigError(f"{where}: must be a table")
+    name = _require_str(raw, "name", where)
+    if not name:
+        raise InstallConfigError(f"{where}: 'name' must not be empty")
+    where = f"provider '{name}'"
+    kind = _require_str(raw, "kind", where)
+    if kind not in PROVIDER_KINDS:
+        raise InstallConfigError(f"{where}: unknown kind '{kind}' (expected one of {', '.join(PROVIDER_KINDS)})")
+    tier = _require_str(raw, "tier", where)
+    if tier not in TIERS:
+        raise InstallConfigError(f"{where}: unknown tier '{tier}' (expected 'private' or 'public')")
+    base_url = _require_str(raw, "base_url", where, default="")
+    if kind == "openai" and not base_url.startswith(("http://", "https://")):
+        raise InstallConfigError(f"{where}: 'base_url' must be an http(s) URL")
+    return ProviderSpec(
+        name=name,
+        kind=kind,
+        tier=tier,
+        base_url=base_url,
+        api_key_env=_require_str(raw, "api_key_env", where, default=""),
+        models=_parse_models(raw.get("models"), where),
+    )
+
+
+def parse_install_config(text: str, *, path: str = "<string>") -> InstallConfig:
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise InstallConfigError(f"{path}: not valid TOML: {exc}") from exc
+
+    raw_providers = data.get("providers", [])
+    if not isinstance(raw_providers, list) or not raw_providers:
+        raise InstallConfigError(f"{path}: at least one [[providers]] entry is required")
+    providers = tuple(_parse_provider(raw, i) for i, raw in enumerate(raw_providers))
+    names = [p.name for p in providers]
+    duplicates = sorted({n for n in names if names.count(n) > 1})
+    if duplicates:
+        raise InstallConfigError(f"{path}: duplicate provider name '{duplicates[0]}'")
+
+    observability = data.get("observability", {})
+    if not isinstance(observability, dict):
+        raise InstallConfigError(f"{path}: [observability] must be a table")
+    retention = observability.get("accessLogRetentionDays", MIN_RETENTION_DAYS)
+    if not isinstance(retention, int) or isinstance(retention, bool):
+        raise InstallConfigError("observability.accessLogRetentionDays must be an integer number of days")
+    if retention < MIN_RETENTION_DAYS:
+        raise InstallConfigError(
+            f"observability.accessLogRetentionDays = {retention} is below the legal floor of "
+            f"{MIN_RETENTION_DAYS} days (3 years); raise it or remove the setting"
+        )
+
+    roles: dict[str, RoleSpec] = {}
+    raw_roles = data.get("roles", {})
+    if not isinstance(raw_roles, dict):
+        raise InstallConfigError(f"{path}: [roles] must be a table")
+    for role_name, raw_role in raw_roles.items():
+        where = f"roles.{role_name}"
+        if role_name not in ("embedding", "speech_to_text"):
+            raise InstallConfigError(f"{where}: unknown role (expected embedding or speech_to_text)")
+        if not isinstance(raw_role, dict):
+            raise InstallConfigError(f"{where}: must be a table with provider and model")
+        role = RoleSpec(provider=_require_str(raw_role, "provider", where), model=_require_str(raw_role, "model", where))
+        provider = next((p for p in providers if p.name == role.provider), None)
+        if provider is None:
+            raise InstallConfigError(f"{where}: unknown provider '{role.provider}'")
+        if role.model not in {m.name for m in provider.models}:
+            raise InstallConfigError(f"{where}: provider '{role.provider}' has no model '{role.model}'")
+        roles[role_name] = role
+
+    return InstallConfig(path=path, providers=providers, access_log_retention_days=retention, roles=roles)
+
+
+def load_install_config(path: str | Path) -> InstallConfig:
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise InstallConfigError(f"cannot read install config {path}: {exc.strerror or exc}") from exc
+    return parse_install_config(text, path=str(path))

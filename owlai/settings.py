@@ -1,0 +1,173 @@
+"""OwlAI settings: one module, values from the environment.
+
+No environment at all gives the embedded default: a SQLite file, the in-memory
+channel layer and Celery tasks run in-process. ``DATABASE_URL`` (PostgreSQL) and
+``REDIS_URL`` switch to the production profile. Bad values fail loudly here,
+so every entry point (web, worker, manage.py) refuses to start the same way.
+"""
+
+from pathlib import Path
+
+import environ
+from django.core.exceptions import ImproperlyConfigured
+from django.utils.translation import gettext_lazy as _
+
+from owlai.install_config import InstallConfigError, load_install_config
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+VAR_DIR = BASE_DIR / "var"
+
+env = environ.Env()
+
+DEBUG = env.bool("DEBUG", default=False)
+EMBEDDED = not env.str("DATABASE_URL", default="")
+
+if EMBEDDED:
+    # The embedded profile is a local demo; a fixed key there is harmless and
+    # lets `make run` work with nothing set. Production must set its own.
+    SECRET_KEY = env.str("SECRET_KEY", default="owlai-embedded-demo-key-not-for-production")
+else:
+    SECRET_KEY = env.str("SECRET_KEY")
+
+ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["localhost", "127.0.0.1", "[::1]"])
+CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
+
+INSTALLED_APPS = [
+    "daphne",
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "channels",
+    "governance",
+    "chat",
+    "audit",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.locale.LocaleMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "owlai.urls"
+ASGI_APPLICATION = "owlai.asgi.application"
+WSGI_APPLICATION = None
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+if EMBEDDED:
+    VAR_DIR.mkdir(exist_ok=True)
+    DATABASES = {
+        "default": {
+            "ENGINE": "django.db.backends.sqlite3",
+            "NAME": env.str("OWLAI_SQLITE_PATH", default=str(VAR_DIR / "owlai.sqlite3")),
+            # Worker thread and web thread share the file; wait instead of failing.
+            "OPTIONS": {"timeout": 20},
+        }
+    }
+else:
+    DATABASES = {"default": env.db("DATABASE_URL")}
+    if DATABASES["default"]["ENGINE"] != "django.db.backends.postgresql":
+        raise ImproperlyConfigured("DATABASE_URL must point at PostgreSQL (postgres://...)")
+    DATABASES["default"]["CONN_MAX_AGE"] = env.int("DB_CONN_MAX_AGE", default=60)
+    DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+
+LANGUAGE_CODE = "ko"
+LANGUAGES = [("ko", _("Korean")), ("en", _("English"))]
+LOCALE_PATHS = [BASE_DIR / "locale"]
+TIME_ZONE = env.str("TIME_ZONE", default="Asia/Seoul")
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATIC_ROOT = BASE_DIR / "staticfiles"
+LOGIN_URL = "admin:login"
+LOGIN_REDIRECT_URL = "/"
+
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": ["rest_framework.authentication.SessionAuthentication"],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+}
+
+# --- Channels / Celery -------------------------------------------------------
+REDIS_URL = env.str("REDIS_URL", default="")
+if REDIS_URL:
+    CHANNEL_LAYERS = {
+        "default": {
+            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            "CONFIG": {"hosts": [REDIS_URL], "prefix": env.str("OWLAI_CHANNEL_PREFIX", default="owlai")},
+        }
+    }
+    CELERY_BROKER_URL = REDIS_URL
+    CELERY_TASK_ALWAYS_EAGER = False
+else:
+    if not EMBEDDED:
+        raise ImproperlyConfigured("REDIS_URL is required when DATABASE_URL is set (production profile)")
+    CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+    CELERY_BROKER_URL = "memory://"
+    # In-process tasks: the embedded profile has no separate worker.
+    CELERY_TASK_ALWAYS_EAGER = True
+
+CELERY_TASK_DEFAULT_QUEUE = env.str("OWLAI_CELERY_QUEUE", default="owlai")
+CELERY_TASK_ACKS_LATE = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+
+# --- Install config ----------------------------------------------------------
+OWLAI_CONFIG_PATH = env.str("OWLAI_CONFIG", default=str(BASE_DIR / "owlai.example.toml"))
+try:
+    OWLAI_INSTALL = load_install_config(OWLAI_CONFIG_PATH)
+except InstallConfigError as exc:
+    raise ImproperlyConfigured(f"OwlAI install config: {exc}") from exc
+
+# --- Agent and executor limits -------------------------------------------------
+OWLAI_AGENT_MAX_STEPS = env.int("OWLAI_AGENT_MAX_STEPS", default=8)
+OWLAI_MODEL_TIMEOUT_SECONDS = env.float("OWLAI_MODEL_TIMEOUT_SECONDS", default=120.0)
+OWLAI_TURN_TIMEOUT_SECONDS = env.int("OWLAI_TURN_TIMEOUT_SECONDS", default=600)
+# The audit row keeps at most this many characters of SQL (flagged when cut).
+OWLAI_AUDIT_SQL_MAX_CHARS = 10_000
+# Websocket: a frame larger than this is refused with an `error` event.
+OWLAI_WS_MAX_FRAME_BYTES = env.int("OWLAI_WS_MAX_FRAME_BYTES", default=64 * 1024)
+OWLAI_MAX_MESSAGE_CHARS = env.int("OWLAI_MAX_MESSAGE_CHARS", default=8000)
+# Key for encrypting stored connection DSNs (Fernet, urlsafe base64, 32 bytes).
+# Defaults to a key derived from SECRET_KEY; set it to rotate independently.
+OWLAI_FIELD_KEY = env.str("OWLAI_FIELD_KEY", default="")
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="INFO")},
+}
