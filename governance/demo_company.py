@@ -1,9 +1,9 @@
 """A sample Korean company database for the demo connection.
 
 Pure Python (stdlib only, no Django) so it can be built from anywhere. The data
-is deterministic for a given seed and is dated relative to a fixed
-``REFERENCE_DATE`` (a Monday): every row lies before it, so the demo reads the
-same whenever it is built. The ``consultations.memo`` column holds free-text
+is deterministic for a given seed and reference date (a Monday; by default the
+Monday of the current week, so "last week" in a demo question means last week;
+tests pass the fixed ``REFERENCE_DATE``): every row lies before it. The ``consultations.memo`` column holds free-text
 agent notes, some of which carry personal data (phone numbers, e-mail
 addresses, refund bank accounts) the way real call-centre notes do.
 
@@ -22,8 +22,9 @@ import tempfile
 from datetime import date, datetime, timedelta
 from pathlib import Path
 
-# Data runs up to the day before this date ("as of Monday morning"): the
-# previous calendar week (Mon-Sun) and the last seven days then coincide.
+# Data runs up to the day before the reference date ("as of Monday morning"):
+# the previous calendar week (Mon-Sun) and the last seven days then coincide.
+# Tests pin this one so their expectations never move.
 REFERENCE_DATE = date(2025, 12, 1)
 # Customers with 4+ refund consultations in the week before REFERENCE_DATE.
 REPEAT_REFUNDERS = 5
@@ -276,12 +277,12 @@ def _timestamp(rng: random.Random, day: date) -> str:
     return moment.strftime("%Y-%m-%d %H:%M:%S")
 
 
-def _customers(rng: random.Random) -> list[dict]:
+def _customers(rng: random.Random, ref: date) -> list[dict]:
     customers: list[dict] = []
     phones: set[str] = set()
     emails: set[str] = set()
     first_join = date(2019, 1, 1)
-    join_span = (REFERENCE_DATE - timedelta(days=30) - first_join).days
+    join_span = (ref - timedelta(days=30) - first_join).days
     for customer_id in range(1, CUSTOMER_COUNT + 1):
         family, family_roman = rng.choices(FAMILY_NAMES, weights=FAMILY_WEIGHTS, k=1)[0]
         given, given_roman = rng.choice(GIVEN_NAMES)
@@ -333,13 +334,13 @@ def _consultation(rng: random.Random, customer: dict, category: str, day: date) 
     }
 
 
-def _consultations(rng: random.Random, customers: list[dict]) -> list[dict]:
-    last_day = REFERENCE_DATE - timedelta(days=1)
+def _consultations(rng: random.Random, customers: list[dict], ref: date) -> list[dict]:
+    last_day = ref - timedelta(days=1)
     # The week before the reference date, Monday to Sunday.
-    week = [REFERENCE_DATE - timedelta(days=n) for n in range(7, 0, -1)]
+    week = [ref - timedelta(days=n) for n in range(7, 0, -1)]
     week_before = [d - timedelta(days=7) for d in week]
     # Customers who joined long enough ago to have a history.
-    eligible = [c for c in customers if c["joined_on"] <= REFERENCE_DATE - timedelta(days=60)]
+    eligible = [c for c in customers if c["joined_on"] <= ref - timedelta(days=60)]
     special = rng.sample(eligible, REPEAT_REFUNDERS + NEAR_MISS_REFUNDERS)
     rows: list[dict] = []
     for index, customer in enumerate(special):
@@ -357,7 +358,7 @@ def _consultations(rng: random.Random, customers: list[dict]) -> list[dict]:
     recent_from = week_before[0]
     while len(rows) < CONSULTATION_COUNT:
         customer = rng.choice(customers)
-        first_day = max(customer["joined_on"], REFERENCE_DATE - timedelta(days=CONSULTATION_HISTORY_DAYS))
+        first_day = max(customer["joined_on"], ref - timedelta(days=CONSULTATION_HISTORY_DAYS))
         day = first_day + timedelta(days=rng.randrange((last_day - first_day).days + 1))
         category = _weighted(rng, CATEGORIES)
         if category == "환불" and day >= recent_from:
@@ -370,17 +371,17 @@ def _consultations(rng: random.Random, customers: list[dict]) -> list[dict]:
     return rows
 
 
-def _orders(rng: random.Random, customers: list[dict]) -> list[dict]:
-    last_day = REFERENCE_DATE - timedelta(days=1)
+def _orders(rng: random.Random, customers: list[dict], ref: date) -> list[dict]:
+    last_day = ref - timedelta(days=1)
     weights = [{"VIP": 6, "골드": 3, "실버": 2, "일반": 1}[c["grade"]] for c in customers]
     rows: list[dict] = []
     for _ in range(ORDER_COUNT):
         customer = rng.choices(customers, weights=weights, k=1)[0]
-        first_day = max(customer["joined_on"], REFERENCE_DATE - timedelta(days=ORDER_HISTORY_DAYS))
+        first_day = max(customer["joined_on"], ref - timedelta(days=ORDER_HISTORY_DAYS))
         day = first_day + timedelta(days=rng.randrange((last_day - first_day).days + 1))
         product, low, high = rng.choice(PRODUCTS)
         amount = rng.randrange(low, high + 1) // 100 * 100
-        recent = (REFERENCE_DATE - day).days <= 5
+        recent = (ref - day).days <= 5
         status = _weighted(rng, ORDER_STATUSES_RECENT if recent else ORDER_STATUSES_OLD)
         rows.append(
             {
@@ -428,7 +429,12 @@ def _remove(path: Path) -> None:
             pass
 
 
-def build_demo_company_db(path: str | Path, *, seed: int = 7) -> dict[str, int]:
+def current_week_monday(today: date | None = None) -> date:
+    today = today or date.today()
+    return today - timedelta(days=today.weekday())
+
+
+def build_demo_company_db(path: str | Path, *, seed: int = 7, reference_date: date | None = None) -> dict[str, int]:
     """(Re)create the demo company SQLite file at ``path``; return row counts per table.
 
     The file is built under a temporary name in the same directory and moved
@@ -437,9 +443,12 @@ def build_demo_company_db(path: str | Path, *, seed: int = 7) -> dict[str, int]:
     target = Path(path).resolve()
     target.parent.mkdir(parents=True, exist_ok=True)
     rng = random.Random(seed)
-    customers = _customers(rng)
-    consultations = _consultations(rng, customers)
-    orders = _orders(rng, customers)
+    # Rows lie before the reference date; by default the Monday of this week,
+    # so "last week" in a demo question means last week.
+    ref = reference_date or current_week_monday()
+    customers = _customers(rng, ref)
+    consultations = _consultations(rng, customers, ref)
+    orders = _orders(rng, customers, ref)
 
     _remove(target)
     fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
@@ -452,7 +461,7 @@ def build_demo_company_db(path: str | Path, *, seed: int = 7) -> dict[str, int]:
             with conn:
                 _write(conn, customers, consultations, orders)
             counts = {
-                table: conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0]  # noqa: S608 - fixed names
+                table: conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
                 for table in ("customers", "consultations", "orders")
             }
         finally:

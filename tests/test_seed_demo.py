@@ -26,7 +26,7 @@ ACCOUNT = re.compile(r"(국민은행|신한은행|우리은행|하나은행|농�
 def _rows(path, table: str) -> list[tuple]:
     conn = sqlite3.connect(path)
     try:
-        return conn.execute(f"SELECT * FROM {table} ORDER BY id").fetchall()  # noqa: S608 - fixed names
+        return conn.execute(f"SELECT * FROM {table} ORDER BY id").fetchall()
     finally:
         conn.close()
 
@@ -50,10 +50,10 @@ def _seed(*args: str) -> str:
 
 def test_builder_counts_and_determinism(tmp_path):
     first, second, other = tmp_path / "a.sqlite3", tmp_path / "b.sqlite3", tmp_path / "c.sqlite3"
-    counts = build_demo_company_db(first)
+    counts = build_demo_company_db(first, reference_date=REFERENCE_DATE)
     assert counts == {"customers": 200, "consultations": 600, "orders": 1000}
-    assert build_demo_company_db(second, seed=7) == counts
-    build_demo_company_db(other, seed=8)
+    assert build_demo_company_db(second, seed=7, reference_date=REFERENCE_DATE) == counts
+    build_demo_company_db(other, seed=8, reference_date=REFERENCE_DATE)
     for table in TABLES:
         assert len(_rows(first, table)) == counts[table]
         assert _rows(first, table) == _rows(second, table)
@@ -65,7 +65,7 @@ def test_builder_counts_and_determinism(tmp_path):
 def test_builder_replaces_existing_file(tmp_path):
     path = tmp_path / "demo.sqlite3"
     path.write_text("not a database")
-    build_demo_company_db(path)
+    build_demo_company_db(path, reference_date=REFERENCE_DATE)
     assert _query(path, "SELECT count(*) FROM customers") == [(200,)]
     # Foreign keys are indexed.
     indexes = {row[0] for row in _query(path, "SELECT sql FROM sqlite_master WHERE type = 'index'")}
@@ -75,7 +75,7 @@ def test_builder_replaces_existing_file(tmp_path):
 
 def test_builder_data_looks_korean_and_consistent(tmp_path):
     path = tmp_path / "demo.sqlite3"
-    build_demo_company_db(path)
+    build_demo_company_db(path, reference_date=REFERENCE_DATE)
     customers = _rows(path, "customers")
     family_names = set("김이박최정강조윤장임한오서신권황안송류홍")
     assert all(name[0] in family_names and 2 <= len(name) <= 4 for _id, name, *_rest in customers)
@@ -98,7 +98,7 @@ def test_builder_data_looks_korean_and_consistent(tmp_path):
 
 def test_memos_contain_personal_data_patterns(tmp_path):
     path = tmp_path / "demo.sqlite3"
-    build_demo_company_db(path)
+    build_demo_company_db(path, reference_date=REFERENCE_DATE)
     memos = [row[0] for row in _query(path, "SELECT memo FROM consultations")]
     with_phone = [m for m in memos if PHONE.search(m)]
     with_email = [m for m in memos if EMAIL.search(m)]
@@ -113,7 +113,7 @@ def test_memos_contain_personal_data_patterns(tmp_path):
 
 def test_repeat_refunders_in_the_last_week(tmp_path):
     path = tmp_path / "demo.sqlite3"
-    build_demo_company_db(path)
+    build_demo_company_db(path, reference_date=REFERENCE_DATE)
     week_start = (REFERENCE_DATE - timedelta(days=7)).isoformat()
     last_week = _query(
         path,
