@@ -21,6 +21,7 @@ from chat.tools import RUN_SQL
 DEMO_LABEL = "offline demo model"
 _FENCED = re.compile(r"```(?:sql)?\s*\n?(.*?)```", re.IGNORECASE | re.DOTALL)
 _BARE = re.compile(r"^\s*(select|with)\b", re.IGNORECASE)
+_LEADING_MENTIONS = re.compile(r"^\s*(@[\w.-]+\s+)+")
 _MAX_TABLE_ROWS = 20
 
 
@@ -28,8 +29,10 @@ def extract_sql(text: str) -> str | None:
     fenced = _FENCED.search(text)
     if fenced and fenced.group(1).strip():
         return fenced.group(1).strip()
-    if _BARE.match(text):
-        return text.strip()
+    # "@sales SELECT ..." names the connection and then gives bare SQL.
+    bare = _LEADING_MENTIONS.sub("", text)
+    if _BARE.match(bare):
+        return bare.strip()
     return None
 
 

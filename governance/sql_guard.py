@@ -87,6 +87,20 @@ _DENIED_FUNCTIONS = frozenset(
         "pg_notify",
         "pg_logical_emit_message",
         "pg_replication_slot_advance",
+        "pg_sync_replication_slots",
+        "pg_log_standby_snapshot",
+        "pg_stat_statements_reset",
+        "pg_nextoid",
+        # PostgreSQL: index maintenance functions write to indexes
+        "brin_summarize_new_values",
+        "brin_summarize_range",
+        "brin_desummarize_range",
+        "gin_clean_pending_list",
+        # pg_cron: schedules arbitrary SQL outside this transaction
+        "schedule",
+        "schedule_in_database",
+        "unschedule",
+        "alter_job",
         # PostgreSQL: sequences / transaction ids (they write or assign an xid).
         # currval/lastval only read session state and stay allowed.
         "nextval",
@@ -155,6 +169,7 @@ _DENIED_FUNCTION_PREFIXES = (
     "pg_stat_reset",
     "pg_background_",  # runs arbitrary SQL in a background worker
     "http_",  # pgsql-http / pg_net
+    "binary_upgrade_",  # pg_upgrade internals
 )
 
 
@@ -203,6 +218,12 @@ _DENIED_NODE_TYPES: tuple[tuple[type[exp.Expression], str], ...] = (
     # locks; allowed inside a read-only transaction, but they block writers.
     (exp.Lock, "locking clause not allowed"),
     (exp.LockingStatement, f"{_CONTROL}: LOCKING"),
+    # sqlglot's fallback for statements it does not understand (EXPLAIN,
+    # CALL, DO, VACUUM, SET ROLE, REPLACE INTO, ...).
+    (exp.Command, "unsupported statement"),
+    # Optimizer hints can change session limits (MySQL SET_VAR /
+    # MAX_EXECUTION_TIME, pg_hint_plan Set(statement_timeout 0)).
+    (exp.Hint, "optimizer hint not allowed"),
     (exp.NextValueFor, "function not allowed: next value for"),
     (exp.Set, f"{_CONTROL}: SET"),
     (exp.SetItem, f"{_CONTROL}: SET"),
@@ -272,6 +293,11 @@ _BACKSLASH_QUOTE = re.compile(r"\\['\"`]")
 # so U&"\0070g_read_file"('x') would hide a denied function name.
 _PG_UNICODE_ESCAPE = re.compile(r"[uU]&['\"]")
 
+# Optimizer-hint comments (MySQL /*+ SET_VAR(...) */, pg_hint_plan
+# /*+ Set(statement_timeout 0) */) can lift the limits the executor sets. sqlglot
+# keeps some as exp.Hint and turns others into plain comments, so check the text.
+_HINT_COMMENT = re.compile(r"/\*\+")
+
 # MySQL executes /*! ... */ and /*M! ... */ comment bodies, and `--` is only a
 # comment when followed by whitespace (`1 --1` is `1 - -1`). sqlglot treats all
 # of these as plain comments, so code hidden there would go unchecked.
@@ -281,6 +307,8 @@ _MYSQL_HIDDEN_CODE = re.compile(r"/\*M?!|--(?!\s)")
 def _lexical_denial(sql: str, tokens: list[Token], dialect: str) -> str | None:
     if _BACKSLASH_QUOTE.search(sql):
         return "ambiguous backslash-escaped quote (use doubled quotes)"
+    if _HINT_COMMENT.search(sql):
+        return "optimizer hint not allowed"
     if dialect == "postgres" and _PG_UNICODE_ESCAPE.search(sql):
         return "unicode escape strings/identifiers not allowed"
     if dialect == "mysql" and _MYSQL_HIDDEN_CODE.search(_text_between_tokens(sql, tokens)):
@@ -456,7 +484,7 @@ def analyse_sql(sql: str, dialect: str) -> SqlVerdict:
         raise ValueError(f"unsupported SQL dialect {dialect!r}; expected one of {SUPPORTED_DIALECTS}")
     try:
         return _analyse(sql, dialect)
-    except Exception as error:  # noqa: BLE001 - fail closed on anything unexpected
+    except Exception as error:  # fail closed on anything unexpected
         return SqlVerdict(False, f"internal error: {type(error).__name__}", ())
 
 

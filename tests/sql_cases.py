@@ -88,6 +88,10 @@ MUST_DENY: list[tuple[str, str, str | None]] = [
     (MY, "SELECT 1 --1; DROP TABLE customers", "comment"),
     (PG, "SELECT U&\"\\0070g_read_file\"('/etc/passwd')", "unicode escape"),
     (PG, "SELECT U&'\\0041'", "unicode escape"),
+    # --- optimizer hints that change session limits
+    (MY, "SELECT /*+ SET_VAR(max_execution_time=0) */ * FROM customers", "optimizer hint"),
+    (MY, "SELECT /*+ MAX_EXECUTION_TIME(100000000) */ * FROM customers", "optimizer hint"),
+    (PG, "/*+ Set(statement_timeout 0) */ SELECT * FROM customers", "optimizer hint"),
     # --- dangerous functions
     (PG, "SELECT lo_export(12345, '/tmp/x')", "function not allowed: lo_export"),
     (PG, "SELECT lo_import('/etc/passwd')", "function not allowed: lo_import"),
@@ -95,7 +99,7 @@ MUST_DENY: list[tuple[str, str, str | None]] = [
     (PG, "SELECT pg_read_file('/etc/passwd')", "function not allowed: pg_read_file"),
     (PG, "SELECT pg_catalog.pg_read_file('/etc/passwd')", "function not allowed: pg_read_file"),
     (PG, "SELECT \"pg_read_file\"('/etc/passwd')", "function not allowed: pg_read_file"),
-    (PG, "SELECT \"pg_catalog\".\"pg_read_file\"('/etc/passwd')", "function not allowed: pg_read_file"),
+    (PG, 'SELECT "pg_catalog"."pg_read_file"(\'/etc/passwd\')', "function not allowed: pg_read_file"),
     (PG, "SELECT PG_READ_FILE('/etc/passwd')", "function not allowed: pg_read_file"),
     (
         PG,
@@ -264,7 +268,11 @@ MUST_ALLOW: list[tuple[str, str, tuple[str, ...]]] = [
     (PG, "SELECT id FROM customers UNION SELECT customer_id FROM orders", ("customers", "orders")),
     (PG, "SELECT id FROM customers INTERSECT SELECT customer_id FROM orders", ("customers", "orders")),
     (PG, "SELECT id FROM customers EXCEPT SELECT customer_id FROM orders", ("customers", "orders")),
-    (PG, "(SELECT id FROM customers) UNION ALL (SELECT id FROM archived_customers)", ("archived_customers", "customers")),
+    (
+        PG,
+        "(SELECT id FROM customers) UNION ALL (SELECT id FROM archived_customers)",
+        ("archived_customers", "customers"),
+    ),
     (PG, "SELECT * FROM orders ORDER BY created_at DESC LIMIT 10 OFFSET 20", ("orders",)),
     (PG, "(SELECT 1)", ()),
     # --- expressions
@@ -294,13 +302,16 @@ MUST_ALLOW: list[tuple[str, str, tuple[str, ...]]] = [
     (PG, "-- leading comment\nSELECT id FROM customers -- trailing", ("customers",)),
     (MY, "SELECT 1 -- fine", ()),
     (MY, "SELECT 1 # fine", ()),
-    (MY, "SELECT /*+ MAX_EXECUTION_TIME(1000) */ * FROM customers", ("customers",)),
     # --- identifiers and qualification
     (PG, 'SELECT "Name" FROM "Customers"', ("customers",)),
     (PG, "SELECT * FROM PUBLIC.CUSTOMERS", ("public.customers",)),
     (PG, "SELECT * FROM sales.orders", ("sales.orders",)),
     (PG, "SELECT * FROM analytics.sales.orders", ("analytics.sales.orders",)),
-    (PG, "SELECT column_name FROM information_schema.columns WHERE table_name = 'orders'", ("information_schema.columns",)),
+    (
+        PG,
+        "SELECT column_name FROM information_schema.columns WHERE table_name = 'orders'",
+        ("information_schema.columns",),
+    ),
     (PG, "SELECT tablename FROM pg_catalog.pg_tables", ("pg_catalog.pg_tables",)),
     (MY, "SELECT `name` FROM `shop`.`customers`", ("shop.customers",)),
     (MY, "SELECT 1 FROM DUAL", ()),
