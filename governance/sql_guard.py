@@ -9,13 +9,14 @@ denied, and any unexpected exception turns into a denial.
 
 How it works, in one pass each:
 
-1. Lexical checks on the raw text / token stream, for the few places where
+1. Tokenize + parse once with sqlglot; require exactly one statement.
+2. Lexical checks on the raw text / token stream, for the few places where
    sqlglot's tokenizer and the real server may disagree about where a string
    or comment ends (that disagreement is how stacked statements get smuggled
-   past a parser).
-2. Tokenize + parse once with sqlglot; require exactly one statement whose root
-   is a query (SELECT, set operation, VALUES, or a parenthesised query).
-3. Walk every node of the tree once (iteratively, so deep trees cannot blow the
+   past a parser), plus comment forms that servers execute.
+3. Require the root to be a query (SELECT, set operation, VALUES, or a
+   parenthesised query).
+4. Walk every node of the tree once (iteratively, so deep trees cannot blow the
    Python stack): deny writes, locking clauses, SELECT INTO, session/transaction
    control and dangerous functions anywhere; collect real table names while
    tracking which CTE names are in scope.
@@ -215,7 +216,7 @@ _DENIED_NODE_TYPES: tuple[tuple[type[exp.Expression], str], ...] = (
     # SELECT ... INTO new_table / INTO @var / INTO OUTFILE creates or writes.
     (exp.Into, "SELECT INTO not allowed"),
     # FOR UPDATE / FOR SHARE / FOR [NO] KEY ... / LOCK IN SHARE MODE take row
-    # locks; allowed inside a read-only transaction, but they block writers.
+    # locks that block the company's writers.
     (exp.Lock, "locking clause not allowed"),
     (exp.LockingStatement, f"{_CONTROL}: LOCKING"),
     # sqlglot's fallback for statements it does not understand (EXPLAIN,
@@ -435,7 +436,9 @@ class _Walk:
                 elif type(value) is list:
                     stack.extend((item, body_ctes) for item in value if isinstance(item, exp.Expression))
 
-    def _push_with(self, with_: exp.With, outer: frozenset[str], stack: list) -> None:
+    def _push_with(
+        self, with_: exp.With, outer: frozenset[str], stack: list[tuple[exp.Expression, frozenset[str]]]
+    ) -> None:
         # CTE i sees the CTEs before it (and itself when RECURSIVE). Forward
         # references under RECURSIVE are treated as tables: over-reporting is
         # the safe direction.
