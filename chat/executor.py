@@ -26,8 +26,8 @@ from chat.tools import RUN_SQL
 from governance.models import DbConnection
 from governance.services import GovernanceError, db_connection_dsn
 from governance.sql_guard import analyse_sql
-from governance.table_access import tables_not_granted
-from governance.visibility import db_grant_scope, visible_db_connections
+from governance.table_access import GrantScope, tables_not_granted
+from governance.visibility import db_access
 
 logger = logging.getLogger(__name__)
 
@@ -62,17 +62,13 @@ def _run_sql(ctx: TurnContext, raw_arguments: str) -> ToolResult:
     try:
         args = _parse_arguments(raw_arguments)
         sql = args.get("sql") if isinstance(args.get("sql"), str) else ""
-        connection_name = args.get("connection")
-        connection = _visible_connection(ctx, connection_name)
+        connection, scope = _visible_connection(ctx, args.get("connection"))
         if not sql.strip():
             raise _Refused("sql is empty")
         verdict = analyse_sql(sql, connection.sql_dialect)
         tables = verdict.tables
         if not verdict.allowed:
             raise _Refused(f"not a read-only query: {verdict.reason}")
-        scope = db_grant_scope(user_id=ctx.user_id, connection=connection)
-        if scope is None:
-            raise _Refused(_unavailable(connection_name))
         missing = tables_not_granted(tables, scope, connection.sql_dialect)
         if missing:
             raise _Refused(f"no permission to read table(s): {', '.join(missing)}")
@@ -141,13 +137,13 @@ def _unavailable(name: Any) -> str:
     return f"connection '{name}' is not available" if isinstance(name, str) else "connection is not available"
 
 
-def _visible_connection(ctx: TurnContext, name: Any) -> DbConnection:
+def _visible_connection(ctx: TurnContext, name: Any) -> tuple[DbConnection, GrantScope]:
     if not isinstance(name, str) or not name:
         raise _Refused("connection is required")
-    for connection in visible_db_connections(user_id=ctx.user_id):
-        if connection.name == name:
-            return connection
-    raise _Refused(_unavailable(name))
+    access = db_access(user_id=ctx.user_id, connection_name=name)
+    if access is None:
+        raise _Refused(_unavailable(name))
+    return access
 
 
 def _refusal(message: str) -> ToolResult:

@@ -36,7 +36,9 @@ class Conversation(models.Model):
         ordering = ["-updated_at"]
 
     def __str__(self) -> str:
-        return self.title or str(self.id)
+        # Not the title: it is taken from the first message, and admin pages
+        # (breadcrumbs, headings) must never show message content.
+        return str(self.id)
 
     @property
     def group_name(self) -> str:

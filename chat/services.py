@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from datetime import timedelta
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
@@ -71,6 +72,12 @@ def turn_start(*, conversation: Conversation, user: AbstractBaseUser, text: str,
         )
     # Lock the conversation so two sockets cannot start two turns at once.
     Conversation.objects.select_for_update().filter(pk=conversation.pk).first()
+    # A turn still "active" long after the worker's hard limit died with its
+    # worker; without this the conversation would stay blocked forever.
+    stale_before = timezone.now() - timedelta(seconds=settings.OWLAI_TURN_TIMEOUT_SECONDS + 120)
+    Turn.objects.filter(conversation=conversation, status__in=ACTIVE_STATUSES, created_at__lt=stale_before).update(
+        status=TurnStatus.FAILED, error="abandoned: the worker did not finish the turn", finished_at=timezone.now()
+    )
     if Turn.objects.filter(conversation=conversation, status__in=ACTIVE_STATUSES).exists():
         raise TurnRefused(_("A turn is already running in this conversation."))
     turn = Turn.objects.create(

@@ -12,7 +12,15 @@ from django.db import close_old_connections
 from chat.services import turn_run
 
 
-@shared_task(name="chat.run_turn", acks_late=True, ignore_result=True)
+@shared_task(
+    name="chat.run_turn",
+    acks_late=True,
+    ignore_result=True,
+    # The soft limit raises inside the turn, which then fails cleanly; the hard
+    # limit is the backstop (prefork pool; the solo pool cannot enforce them).
+    soft_time_limit=settings.OWLAI_TURN_TIMEOUT_SECONDS,
+    time_limit=settings.OWLAI_TURN_TIMEOUT_SECONDS + 30,
+)
 def run_turn(turn_id: int) -> None:
     turn_run(turn_id=turn_id)
 

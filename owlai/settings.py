@@ -15,9 +15,10 @@ from django.utils.translation import gettext_lazy as _
 from owlai.install_config import InstallConfigError, load_install_config
 
 BASE_DIR = Path(__file__).resolve().parent.parent
-VAR_DIR = BASE_DIR / "var"
-
 env = environ.Env()
+
+# Local state of the embedded profile (SQLite files, the demo company DB).
+VAR_DIR = Path(env.str("OWLAI_VAR_DIR", default=str(BASE_DIR / "var")))
 
 DEBUG = env.bool("DEBUG", default=False)
 EMBEDDED = not env.str("DATABASE_URL", default="")
@@ -78,7 +79,7 @@ TEMPLATES = [
 ]
 
 if EMBEDDED:
-    VAR_DIR.mkdir(exist_ok=True)
+    VAR_DIR.mkdir(parents=True, exist_ok=True)
     DATABASES = {
         "default": {
             "ENGINE": "django.db.backends.sqlite3",
@@ -112,7 +113,8 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATIC_ROOT = BASE_DIR / "staticfiles"
-LOGIN_URL = "admin:login"
+LOGIN_URL = "login"
+LOGOUT_REDIRECT_URL = "login"
 LOGIN_REDIRECT_URL = "/"
 
 REST_FRAMEWORK = {

@@ -201,3 +201,18 @@ def test_model_provider_down_fails_the_turn_cleanly(personas, db, events):
     turn = start_and_run(conversation_create(owner=personas.staff), personas.staff, "안녕")
     assert turn.status == "failed"
     assert types(events)[-2:] == ["error", "turn.finished"]
+
+
+def test_abandoned_turn_does_not_block_the_conversation_forever(personas, scripted_models, settings):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    conversation = conversation_create(owner=personas.staff)
+    stuck = turn_start(conversation=conversation, user=personas.staff, text="하나", model=None)
+    Turn.objects.filter(pk=stuck.pk).update(
+        status="running", created_at=timezone.now() - timedelta(seconds=settings.OWLAI_TURN_TIMEOUT_SECONDS + 500)
+    )
+    turn_start(conversation=conversation, user=personas.staff, text="둘", model=None)
+    stuck.refresh_from_db()
+    assert stuck.status == "failed"
