@@ -88,7 +88,9 @@ class ChatConsumer(AsyncWebsocketConsumer):
         await self.send(text_data=json.dumps(message["event"], ensure_ascii=False))
 
     async def _error(self, code: str, message: str) -> None:
-        await self.send(text_data=json.dumps({"type": events.ERROR, "code": code, "message": message}, ensure_ascii=False))
+        await self.send(
+            text_data=json.dumps({"type": events.ERROR, "code": code, "message": message}, ensure_ascii=False)
+        )
 
     @database_sync_to_async
     def _start(self, text: str, model: str | None):

@@ -92,11 +92,19 @@ class OfflineDemoClient:
                 if not names:
                     return AssistantReply(content=_("You have no database connections available."))
                 return AssistantReply(
-                    content=_("Which connection should I query? Mention one of: %(names)s") % {"names": ", ".join(names)}
+                    content=_("Which connection should I query? Mention one of: %(names)s")
+                    % {"names": ", ".join(names)}
                 )
             call_id = "demo_" + hashlib.sha1(f"{connection}\n{sql}".encode()).hexdigest()[:12]
             return AssistantReply(
-                content="", tool_calls=[ToolCall(id=call_id, name=RUN_SQL, arguments=json.dumps({"connection": connection, "sql": sql}, ensure_ascii=False))]
+                content="",
+                tool_calls=[
+                    ToolCall(
+                        id=call_id,
+                        name=RUN_SQL,
+                        arguments=json.dumps({"connection": connection, "sql": sql}, ensure_ascii=False),
+                    )
+                ],
             )
         if not names:
             return AssistantReply(content=_("I am the offline demo model. You have no database connections available."))

@@ -73,7 +73,9 @@ def _run_sql(ctx: TurnContext, raw_arguments: str) -> ToolResult:
         if missing:
             raise _Refused(f"no permission to read table(s): {', '.join(missing)}")
     except _Refused as refused:
-        _audit_sql(ctx, connection, sql, tables, Outcome.DENIED, str(refused), started, raw_name=_name_of(raw_arguments))
+        _audit_sql(
+            ctx, connection, sql, tables, Outcome.DENIED, str(refused), started, raw_name=_name_of(raw_arguments)
+        )
         return _refusal(str(refused))
     except Exception:
         # A crash inside a decision is a refusal, never a pass.
@@ -92,7 +94,9 @@ def _run_sql(ctx: TurnContext, raw_arguments: str) -> ToolResult:
         )
     except (QueryError, GovernanceError) as exc:
         _audit_sql(ctx, connection, sql, tables, Outcome.FAILED, str(exc), started)
-        return ToolResult(content=json.dumps({"error": f"query failed: {exc}"}, ensure_ascii=False), outcome=Outcome.FAILED)
+        return ToolResult(
+            content=json.dumps({"error": f"query failed: {exc}"}, ensure_ascii=False), outcome=Outcome.FAILED
+        )
     except Exception as exc:
         logger.exception("query execution crashed")
         _audit_sql(ctx, connection, sql, tables, Outcome.FAILED, f"execution error: {exc.__class__.__name__}", started)
@@ -110,7 +114,9 @@ def _run_sql(ctx: TurnContext, raw_arguments: str) -> ToolResult:
     }
     if result.truncated:
         payload["note"] = f"only the first {connection.row_cap} rows are shown; aggregate in SQL instead"
-    return ToolResult(content=json.dumps(payload, ensure_ascii=False), outcome=Outcome.SUCCESS, row_count=len(result.rows))
+    return ToolResult(
+        content=json.dumps(payload, ensure_ascii=False), outcome=Outcome.SUCCESS, row_count=len(result.rows)
+    )
 
 
 def _parse_arguments(raw: str) -> dict[str, Any]:
@@ -216,4 +222,3 @@ def sanitise_value(value: Any) -> Any:
     if isinstance(value, dict):
         return {str(k): sanitise_value(v) for k, v in value.items()}
     return str(value)
-

@@ -33,7 +33,9 @@ class ModelError(Exception):
 
 
 class ModelClient(Protocol):
-    def complete(self, *, messages: list[dict], tools: list[dict], on_delta: Callable[[str], None]) -> AssistantReply: ...
+    def complete(
+        self, *, messages: list[dict], tools: list[dict], on_delta: Callable[[str], None]
+    ) -> AssistantReply: ...
 
 
 class OpenAICompatibleClient:
@@ -84,6 +86,9 @@ def client_for(*, provider_kind: str, base_url: str, api_key_env: str, model_nam
         return OfflineDemoClient()
     if provider_kind == "openai":
         return OpenAICompatibleClient(
-            base_url=base_url, api_key=os.environ.get(api_key_env, "") if api_key_env else "", model=model_name, timeout=timeout
+            base_url=base_url,
+            api_key=os.environ.get(api_key_env, "") if api_key_env else "",
+            model=model_name,
+            timeout=timeout,
         )
     raise ModelError(f"unsupported provider kind: {provider_kind}")

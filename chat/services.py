@@ -25,7 +25,7 @@ from chat.llm import ModelError, client_for
 from chat.models import Conversation, Message, MessageRole, Turn, TurnStatus
 from chat.prompt import system_prompt
 from chat.tools import tools_for
-from governance.models import Feature, FeatureDefault, LlmModel
+from governance.models import Feature, FeatureDefault, LlmModel, Tier
 from governance.visibility import visible_db_connections
 
 logger = logging.getLogger(__name__)
@@ -181,7 +181,7 @@ def _run(turn: Turn) -> None:
         if locked.tier and locked.tier != resolved.tier:
             reject_reason = _(
                 "This conversation runs on %(tier)s models. To use %(model)s, start a new conversation."
-            ) % {"tier": locked.tier, "model": resolved.model}
+            ) % {"tier": Tier(locked.tier).label, "model": resolved.model}
         else:
             reject_reason = ""
             locked.tier = resolved.tier

@@ -9,5 +9,7 @@ urlpatterns = [
     path("api/conversations/", views.conversations, name="conversations"),
     path("api/models/", views.models_for_new_conversation, name="models"),
     path("api/conversations/<uuid:conversation_id>/models/", views.conversation_models, name="conversation-models"),
-    path("api/conversations/<uuid:conversation_id>/messages/", views.conversation_messages, name="conversation-messages"),
+    path(
+        "api/conversations/<uuid:conversation_id>/messages/", views.conversation_messages, name="conversation-messages"
+    ),
 ]

@@ -135,7 +135,9 @@ class DbConnection(models.Model):
 class Role(models.Model):
     name = models.CharField(_("name"), max_length=100, unique=True)
     description = models.TextField(_("description"), blank=True)
-    users = models.ManyToManyField(settings.AUTH_USER_MODEL, blank=True, related_name="owlai_roles", verbose_name=_("users"))
+    users = models.ManyToManyField(
+        settings.AUTH_USER_MODEL, blank=True, related_name="owlai_roles", verbose_name=_("users")
+    )
 
     class Meta:
         verbose_name = _("role")
@@ -150,13 +152,17 @@ class DbGrant(models.Model):
     """A role may query a connection: the whole database or only chosen tables."""
 
     role = models.ForeignKey(Role, on_delete=models.CASCADE, related_name="db_grants", verbose_name=_("role"))
-    connection = models.ForeignKey(DbConnection, on_delete=models.CASCADE, related_name="grants", verbose_name=_("DB connection"))
+    connection = models.ForeignKey(
+        DbConnection, on_delete=models.CASCADE, related_name="grants", verbose_name=_("DB connection")
+    )
     whole_database = models.BooleanField(_("whole database"), default=False)
     tables = models.JSONField(
         _("tables"),
         default=list,
         blank=True,
-        help_text=_('Table names this role may read, e.g. ["customers", "sales.orders"]. Ignored for a whole-database grant.'),
+        help_text=_(
+            'Table names this role may read, e.g. ["customers", "sales.orders"]. Ignored for a whole-database grant.'
+        ),
     )
 
     class Meta:

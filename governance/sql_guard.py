@@ -9,17 +9,28 @@ denied, and any unexpected exception turns into a denial.
 
 How it works, in one pass each:
 
-1. Tokenize + parse once with sqlglot; require exactly one statement.
+1. Tokenize + parse once with sqlglot; require exactly one statement, counted
+   on the token stream (`;`-separated chunks, as the server splits them), not
+   on the parser's output: sqlglot >= 30 folds `WHILE ...; ...; END` into a
+   single tree.
 2. Lexical checks on the raw text / token stream, for the few places where
    sqlglot's tokenizer and the real server may disagree about where a string
    or comment ends (that disagreement is how stacked statements get smuggled
    past a parser), plus comment forms that servers execute.
 3. Require the root to be a query (SELECT, set operation, VALUES, or a
-   parenthesised query).
+   parenthesised query) that is also WRITTEN as one (starts with SELECT, WITH,
+   VALUES or `(`), and deny the query shorthands sqlglot >= 30 desugars into
+   SELECT trees (`TABLE t`, `FROM t`, `|>` pipe syntax): the tree then shows
+   sqlglot's reading of the shorthand, not what was written.
 4. Walk every node of the tree once (iteratively, so deep trees cannot blow the
    Python stack): deny writes, locking clauses, SELECT INTO, session/transaction
-   control and dangerous functions anywhere; collect real table names while
-   tracking which CTE names are in scope.
+   control, procedural blocks and dangerous functions anywhere; collect real
+   table names while tracking which CTE names are in scope.
+
+Only public sqlglot API is used (Dialect.tokenize / Dialect.parser, Token
+fields, node ``args`` / ``arg_key``): with sqlglotc installed the tokenizer,
+parser and expression classes are mypyc-compiled, so private internals may
+differ from the pure-Python package.
 
 Table names are reported lowercased, qualified as written ("public.customers"
 or "customers"). Quoted identifiers are lowercased too, so the grant layer must
@@ -35,7 +46,7 @@ from dataclasses import dataclass
 from sqlglot import exp
 from sqlglot.dialects.dialect import Dialect
 from sqlglot.errors import ParseError, TokenError
-from sqlglot.tokens import Token
+from sqlglot.tokens import Token, TokenType
 
 SUPPORTED_DIALECTS = ("postgres", "mysql", "sqlite")
 
@@ -187,7 +198,7 @@ def _function_name_denied(name: str) -> bool:
 # base classes (exp.DML, exp.DDL) cover their subclasses.
 _WRITE = "write statement"
 _CONTROL = "statement not allowed"
-_DENIED_NODE_TYPES: tuple[tuple[type[exp.Expression], str], ...] = (
+_DENIED_NODE_TYPES: tuple[tuple[type[exp.Expr], str], ...] = (
     (exp.Insert, f"{_WRITE}: INSERT"),
     (exp.Update, f"{_WRITE}: UPDATE"),
     (exp.Delete, f"{_WRITE}: DELETE"),
@@ -244,6 +255,21 @@ _DENIED_NODE_TYPES: tuple[tuple[type[exp.Expression], str], ...] = (
     (exp.Describe, f"{_CONTROL}: DESCRIBE"),
     (exp.Summarize, f"{_CONTROL}: SUMMARIZE"),
     (exp.Get, f"{_CONTROL}: GET"),
+    # Statement nodes new in sqlglot 30 (T-SQL EXEC, procedural blocks, ...).
+    # They cannot reach an allowed root in the supported dialects today, but a
+    # node that runs SQL must be denied wherever a future parser puts it.
+    (exp.Execute, f"{_CONTROL}: EXECUTE"),  # also ExecuteSql
+    (exp.StoredProcedure, f"{_CONTROL}: PROCEDURE"),
+    (exp.Block, f"{_CONTROL}: BLOCK"),
+    (exp.WhileBlock, f"{_CONTROL}: BLOCK"),
+    (exp.IfBlock, f"{_CONTROL}: BLOCK"),
+    (exp.LoopBlock, f"{_CONTROL}: BLOCK"),
+    (exp.RepeatBlock, f"{_CONTROL}: BLOCK"),
+    (exp.CaseStatement, f"{_CONTROL}: BLOCK"),
+    (exp.EndStatement, f"{_CONTROL}: END"),
+    (exp.Undrop, f"{_WRITE}: UNDROP"),
+    (exp.ConnectTo, f"{_CONTROL}: CONNECT"),
+    (exp.Disconnect, f"{_CONTROL}: DISCONNECT"),
 )
 
 
@@ -252,7 +278,7 @@ _KIND_PLAIN, _KIND_ANONYMOUS_FUNC, _KIND_TABLE, _KIND_ASSIGNMENT, _KIND_WITH = r
 
 
 @functools.cache
-def _classify(node_type: type[exp.Expression]) -> tuple[str | None, int]:
+def _classify(node_type: type[exp.Expr]) -> tuple[str | None, int]:
     """(reason to deny every node of this type or None, per-node work kind).
 
     Cached per type: the issubclass scans run once per type per process, so
@@ -329,6 +355,56 @@ def _text_between_tokens(sql: str, tokens: list[Token]) -> str:
     return "\n".join(gaps)
 
 
+# TokenType is an IntEnum in sqlglot 30 and member lookup on the class is
+# slow, so the token loops compare against module constants (with ==, which
+# also holds if a compiled tokenizer ever hands out plain ints).
+_SEMICOLON = TokenType.SEMICOLON
+
+
+def _count_statements(tokens: list[Token]) -> int:
+    """Non-empty `;`-separated chunks: how many statements the server will
+    run. Strings and comments are single tokens (or no token), so a `;`
+    inside them does not count."""
+    count = 0
+    in_statement = False
+    for token in tokens:
+        if token.token_type == _SEMICOLON:
+            in_statement = False
+        elif not in_statement:
+            in_statement = True
+            count += 1
+    return count
+
+
+# What a query may start with, as written. sqlglot turns `TABLE t` (PostgreSQL,
+# MySQL) and `FROM t [SELECT ...]` (DuckDB) into SELECT trees in every dialect,
+# so the root's node type alone no longer proves a query was written.
+_QUERY_START_TOKENS = frozenset({TokenType.SELECT, TokenType.WITH, TokenType.VALUES, TokenType.L_PAREN})
+
+
+_SHORTHAND_TOKENS = {
+    TokenType.TABLE: 'TABLE query shorthand not allowed: write SELECT * FROM ... (quote a column named "table")',
+    TokenType.PIPE_GT: "pipe syntax not allowed",
+}
+
+
+def _shorthand_denial(tokens: list[Token]) -> str | None:
+    """Deny query shorthands anywhere in the statement, not only at the root.
+
+    `TABLE t` inside a subquery, CTE or UNION: which table it reads is decided
+    by sqlglot's reading of the shorthand (sqlglot 27 reported
+    `(TABLE customers)` as reading a table named "table"). In a read-only query
+    the unquoted TABLE keyword has no other use than `t.table` / `AS table`,
+    which can be quoted. (`FROM t` nested in a query is a syntax error on all
+    supported servers, so sqlglot's reading of it cannot let anything run.)
+    `|>` pipe syntax is BigQuery's; sqlglot applies it in every dialect."""
+    for token in tokens:
+        reason = _SHORTHAND_TOKENS.get(token.token_type)
+        if reason:
+            return reason
+    return None
+
+
 # --------------------------------------------------------------------------
 # Parsing
 # --------------------------------------------------------------------------
@@ -346,16 +422,21 @@ def _parse_error_reason(error: Exception) -> str:
     return f"parse error: {detail[:160]}"
 
 
-def _root_denial(statement: exp.Expression, first_word: str) -> str | None:
+def _root_denial(statement: exp.Expr, first_token: Token | None) -> str | None:
     """The statement itself must be a query. sqlglot turns many statements it
     does not know into a bare Column or Alias (`ABORT`, `CHECKPOINT`,
-    `LISTEN x`, `SAVEPOINT x`, `TABLE t`, ...) or into exp.Command, so an
-    allowlist of root types is required: a denylist would miss those."""
+    `LISTEN x`, `SAVEPOINT x`, ...) or into exp.Command, so an allowlist of
+    root types is required: a denylist would miss those. A query-typed root
+    must also be written as a query: sqlglot >= 30 parses `TABLE t` and `FROM t`
+    into an ordinary SELECT tree."""
+    first_word = first_token.text.upper() if first_token else ""
     node = statement
     while isinstance(node, exp.Subquery):  # (SELECT ...), ((SELECT ...))
         node = node.this
     if isinstance(node, (exp.Select, exp.SetOperation, exp.Values)):
-        return None
+        if first_token is not None and first_token.token_type in _QUERY_START_TOKENS:
+            return None
+        return f"not a query: {first_word}"
     if isinstance(node, exp.Command):
         return f"unsupported statement: {str(node.this).upper()}"
     type_denial, _ = _classify(type(node))
@@ -369,7 +450,7 @@ def _root_denial(statement: exp.Expression, first_word: str) -> str | None:
 # --------------------------------------------------------------------------
 
 
-def _identifier_key(identifier: exp.Expression | None, dialect: str) -> str:
+def _identifier_key(identifier: exp.Expr | None, dialect: str) -> str:
     """How the server would compare this name with a CTE name. When unsure we
     compare MORE strictly: a CTE reference misread as a table only makes the
     grant layer over-deny, while a table misread as a CTE would hide it."""
@@ -391,6 +472,12 @@ def _cte_keys(with_: exp.With, dialect: str) -> list[str]:
     return keys
 
 
+# The arg holding a query's WITH clause. sqlglot 30 renamed it from "with" to
+# "with_" (likewise "from" -> "from_"); with the wrong key every CTE reference
+# is reported as a table. tests/test_sql_guard.py pins this name.
+_WITH_ARG = "with_"
+
+
 class _Walk:
     """One pass over a parsed statement: first denial reason + table names."""
 
@@ -403,13 +490,13 @@ class _Walk:
         if self.denial is None:  # keep the first reason found
             self.denial = reason
 
-    def run(self, root: exp.Expression) -> None:
+    def run(self, root: exp.Expr) -> None:
         # Explicit stack instead of recursion: long OR chains / deep nesting
         # must not hit Python's recursion limit. Each entry carries the set of
         # CTE names visible at that node. Children are visited in reverse
         # order; the walk is still deterministic, which is all that matters
         # for the (first) reason.
-        stack: list[tuple[exp.Expression, frozenset[str]]] = [(root, frozenset())]
+        stack: list[tuple[exp.Expr, frozenset[str]]] = [(root, frozenset())]
         while stack:
             node, ctes = stack.pop()
             reason, kind = _classify(type(node))
@@ -428,17 +515,17 @@ class _Walk:
                 self._push_with(node, ctes, stack)
                 continue
 
-            with_ = node.args.get("with")
+            # The query's own CTEs are visible in its body, not in the WITH
+            # clause itself (_push_with scopes each CTE definition).
+            with_ = node.args.get(_WITH_ARG)
             body_ctes = ctes.union(_cte_keys(with_, self.dialect)) if with_ else ctes
             for value in node.args.values():
-                if isinstance(value, exp.Expression):
+                if isinstance(value, exp.Expr):
                     stack.append((value, ctes if value is with_ else body_ctes))
                 elif type(value) is list:
-                    stack.extend((item, body_ctes) for item in value if isinstance(item, exp.Expression))
+                    stack.extend((item, body_ctes) for item in value if isinstance(item, exp.Expr))
 
-    def _push_with(
-        self, with_: exp.With, outer: frozenset[str], stack: list[tuple[exp.Expression, frozenset[str]]]
-    ) -> None:
+    def _push_with(self, with_: exp.With, outer: frozenset[str], stack: list[tuple[exp.Expr, frozenset[str]]]) -> None:
         # CTE i sees the CTEs before it (and itself when RECURSIVE). Forward
         # references under RECURSIVE are treated as tables: over-reporting is
         # the safe direction.
@@ -452,6 +539,8 @@ class _Walk:
                 stack.append((child, outer))
 
     def _record_table(self, table: exp.Table, ctes: frozenset[str]) -> None:
+        if table.arg_key == "indexed":
+            return  # SQLite `t INDEXED BY idx`: sqlglot 30 keeps idx as a Table
         this = table.this
         if this is None and table.args.get("rows_from"):
             return  # ROWS FROM (f(), g()): the functions are walked separately
@@ -510,12 +599,22 @@ def _analyse(sql: str, dialect: str) -> SqlVerdict:
         walk.run(statement)
     tables = tuple(sorted(walk.tables))
 
-    if not statements:
+    # Both counts must be 1: the tokens say what the server will run, the
+    # parser output what the walk has checked.
+    count = _count_statements(tokens)
+    if count == 0 or not statements:
         return SqlVerdict(False, "empty statement", tables)
-    if len(statements) != 1:
-        return SqlVerdict(False, f"expected exactly one statement, got {len(statements)}", tables)
-    first_word = next((t.text.upper() for t in tokens if t.text != ";"), "")
-    reason = _lexical_denial(sql, tokens, dialect) or _root_denial(statements[0], first_word) or walk.denial
+    if count != 1 or len(statements) != 1:
+        return SqlVerdict(False, f"expected exactly one statement, got {max(count, len(statements))}", tables)
+    first_token = next((t for t in tokens if t.token_type != _SEMICOLON), None)
+    # Most specific reason first; the TABLE-keyword rule also trips on
+    # `INTO TEMPORARY TABLE`, which the walk names better.
+    reason = (
+        _lexical_denial(sql, tokens, dialect)
+        or _root_denial(statements[0], first_token)
+        or walk.denial
+        or _shorthand_denial(tokens)
+    )
     if reason:
         return SqlVerdict(False, reason, tables)
     return SqlVerdict(True, "", tables)

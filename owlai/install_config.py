@@ -153,7 +153,9 @@ def parse_install_config(text: str, *, path: str = "<string>") -> InstallConfig:
             raise InstallConfigError(f"{where}: unknown role (expected embedding or speech_to_text)")
         if not isinstance(raw_role, dict):
             raise InstallConfigError(f"{where}: must be a table with provider and model")
-        role = RoleSpec(provider=_require_str(raw_role, "provider", where), model=_require_str(raw_role, "model", where))
+        role = RoleSpec(
+            provider=_require_str(raw_role, "provider", where), model=_require_str(raw_role, "model", where)
+        )
         provider = next((p for p in providers if p.name == role.provider), None)
         if provider is None:
             raise InstallConfigError(f"{where}: unknown provider '{role.provider}'")

@@ -155,7 +155,9 @@ def personas(db, sample_sqlite_db):
     admin = User.objects.create_superuser("admin", "admin@example.com", "pw-admin-123")
     staff = User.objects.create_user("staff", "staff@example.com", "pw-staff-123")
     outsider = User.objects.create_user("outsider", "out@example.com", "pw-out-123")
-    sales = DbConnection.objects.create(name="sales", engine="sqlite", business_summary="Sales DB: customers and orders")
+    sales = DbConnection.objects.create(
+        name="sales", engine="sqlite", business_summary="Sales DB: customers and orders"
+    )
     db_connection_set_stored_dsn(connection=sales, dsn=sample_sqlite_db)
     partial = DbConnection.objects.create(name="partial", engine="sqlite", business_summary="Only customers granted")
     db_connection_set_stored_dsn(connection=partial, dsn=sample_sqlite_db)

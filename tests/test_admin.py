@@ -92,8 +92,15 @@ def test_stored_dsn_is_write_only(admin_client):
     # Saving without a new value keeps the stored one.
     admin_client.post(
         reverse("admin:governance_dbconnection_change", args=[connection.pk]),
-        {"name": "crm", "business_summary": "CRM 2", "engine": "postgresql", "dsn_env": "", "stored_dsn": "",
-         "row_cap": 100, "statement_timeout_ms": 5000},
+        {
+            "name": "crm",
+            "business_summary": "CRM 2",
+            "engine": "postgresql",
+            "dsn_env": "",
+            "stored_dsn": "",
+            "row_cap": 100,
+            "statement_timeout_ms": 5000,
+        },
     )
     connection.refresh_from_db()
     assert connection.business_summary == "CRM 2" and decrypt_text(connection.dsn_encrypted) == secret
@@ -102,7 +109,14 @@ def test_stored_dsn_is_write_only(admin_client):
 def test_connection_without_any_dsn_source_is_refused(admin_client):
     response = admin_client.post(
         reverse("admin:governance_dbconnection_add"),
-        {"name": "nodsn", "engine": "sqlite", "dsn_env": "", "stored_dsn": "", "row_cap": 10, "statement_timeout_ms": 10},
+        {
+            "name": "nodsn",
+            "engine": "sqlite",
+            "dsn_env": "",
+            "stored_dsn": "",
+            "row_cap": 10,
+            "statement_timeout_ms": 10,
+        },
     )
     assert response.status_code == 200 and not DbConnection.objects.filter(name="nodsn").exists()
 

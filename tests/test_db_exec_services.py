@@ -123,5 +123,11 @@ def test_mysql_marker_program_name_and_read_only(mysql_dsn):
     with admin.cursor() as cursor:
         cursor.execute("SELECT count(*) FROM owlai_orders")
         assert cursor.fetchone()[0] == 2
-    info = execute_readonly(engine="mysql", dsn=dsn, sql="SELECT INFO FROM information_schema.PROCESSLIST WHERE ID = CONNECTION_ID()", row_cap=1, timeout_ms=5000)
+    info = execute_readonly(
+        engine="mysql",
+        dsn=dsn,
+        sql="SELECT INFO FROM information_schema.PROCESSLIST WHERE ID = CONNECTION_ID()",
+        row_cap=1,
+        timeout_ms=5000,
+    )
     assert info.rows[0][0].startswith(SQL_MARKER)

@@ -88,12 +88,31 @@ models = ["inhouse-model"]
     web_log, worker_log = tmp_path / "daphne.log", tmp_path / "worker.log"
     web = subprocess.Popen(
         [str(BIN / "daphne"), "-b", "127.0.0.1", "-p", str(port), "owlai.asgi:application"],
-        cwd=ROOT, env=env, stdout=web_log.open("w"), stderr=subprocess.STDOUT,
+        cwd=ROOT,
+        env=env,
+        stdout=web_log.open("w"),
+        stderr=subprocess.STDOUT,
     )
     worker = subprocess.Popen(
-        [str(BIN / "celery"), "-A", "owlai", "worker", "-P", "solo", "-Q", env["OWLAI_CELERY_QUEUE"],
-         "-l", "info", "--without-gossip", "--without-mingle", "--without-heartbeat"],
-        cwd=ROOT, env=env, stdout=worker_log.open("w"), stderr=subprocess.STDOUT,
+        [
+            str(BIN / "celery"),
+            "-A",
+            "owlai",
+            "worker",
+            "-P",
+            "solo",
+            "-Q",
+            env["OWLAI_CELERY_QUEUE"],
+            "-l",
+            "info",
+            "--without-gossip",
+            "--without-mingle",
+            "--without-heartbeat",
+        ],
+        cwd=ROOT,
+        env=env,
+        stdout=worker_log.open("w"),
+        stderr=subprocess.STDOUT,
     )
     try:
         wait_for_port(port, web, web_log)
@@ -149,8 +168,12 @@ def test_question_to_answer_through_worker_with_one_audit_row(stack, django_user
     client = Client()
     client.force_login(staff)
     try:
-        events = chat(stack["port"], conversation.pk, client.cookies["sessionid"].value,
-                      {"type": "turn.start", "text": "고객이 몇 명이야?"})
+        events = chat(
+            stack["port"],
+            conversation.pk,
+            client.cookies["sessionid"].value,
+            {"type": "turn.start", "text": "고객이 몇 명이야?"},
+        )
     except Exception:
         for log in stack["logs"]:
             print(log.read_text()[-5000:])
@@ -168,7 +191,12 @@ def test_question_to_answer_through_worker_with_one_audit_row(stack, django_user
     assert len(rows) == 1
     row = rows[0]
     turn = Turn.objects.get(conversation=conversation)
-    assert (row.outcome, row.actor_id, row.turn_id, row.conversation_id) == ("success", staff.pk, turn.pk, conversation.pk)
+    assert (row.outcome, row.actor_id, row.turn_id, row.conversation_id) == (
+        "success",
+        staff.pk,
+        turn.pk,
+        conversation.pk,
+    )
     assert row.tables == ["customers"] and row.row_count == 1
 
     assert len(fake.requests) == 2

@@ -23,7 +23,9 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def embedded_env(tmp_path: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("DATABASE_URL", "REDIS_URL", "OWLAI_", "SECRET_KEY"))}
+    env = {
+        k: v for k, v in os.environ.items() if not k.startswith(("DATABASE_URL", "REDIS_URL", "OWLAI_", "SECRET_KEY"))
+    }
     env["OWLAI_VAR_DIR"] = str(tmp_path / "var")
     return env
 
@@ -39,7 +41,10 @@ def test_make_run_profile_serves_a_working_demo(tmp_path):
     log = tmp_path / "server.log"
     server = subprocess.Popen(
         [sys.executable, "manage.py", "runserver", "--insecure", "--noreload", f"127.0.0.1:{port}"],
-        cwd=ROOT, env=env, stdout=log.open("w"), stderr=subprocess.STDOUT,
+        cwd=ROOT,
+        env=env,
+        stdout=log.open("w"),
+        stderr=subprocess.STDOUT,
     )
     try:
         wait_for_port(port, server, log, timeout=60)
@@ -51,13 +56,17 @@ def test_make_run_profile_serves_a_working_demo(tmp_path):
         base = f"http://127.0.0.1:{port}"
         login_page = opener.open(f"{base}/accounts/login/").read().decode()
         csrf = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', login_page).group(1)
-        body = urllib.parse.urlencode({"username": "staff", "password": "staff", "csrfmiddlewaretoken": csrf, "next": "/"})
+        body = urllib.parse.urlencode(
+            {"username": "staff", "password": "staff", "csrfmiddlewaretoken": csrf, "next": "/"}
+        )
         request = urllib.request.Request(f"{base}/accounts/login/", data=body.encode(), headers={"Referer": base})
         chat_page = opener.open(request).read().decode()
         assert "turn.start" in chat_page  # landed on the chat page, logged in
         cookies = {c.name: c.value for c in jar}
         create = urllib.request.Request(
-            f"{base}/api/conversations/", data=b"{}", method="POST",
+            f"{base}/api/conversations/",
+            data=b"{}",
+            method="POST",
             headers={"Content-Type": "application/json", "X-CSRFToken": cookies["csrftoken"], "Referer": base},
         )
         conversation = json.loads(opener.open(create).read())
@@ -70,7 +79,9 @@ def test_make_run_profile_serves_a_working_demo(tmp_path):
             additional_headers={"Cookie": f"sessionid={cookies['sessionid']}"},
             origin=base,
         ) as ws:
-            ws.send(json.dumps({"type": "turn.start", "text": "SELECT city, count(*) AS n FROM customers GROUP BY city"}))
+            ws.send(
+                json.dumps({"type": "turn.start", "text": "SELECT city, count(*) AS n FROM customers GROUP BY city"})
+            )
             deadline = time.monotonic() + 60
             while time.monotonic() < deadline:
                 events.append(json.loads(ws.recv(timeout=30)))

@@ -58,7 +58,9 @@ def test_allowed_query_returns_rows_and_writes_one_success_row(personas):
         ("staff", "sales", "WITH d AS (DELETE FROM orders RETURNING *) SELECT * FROM d", "not a read-only query"),
     ],
 )
-def test_denied_calls_are_refused_before_execution_and_audited(personas, who, connection, sql, reason_part, monkeypatch):
+def test_denied_calls_are_refused_before_execution_and_audited(
+    personas, who, connection, sql, reason_part, monkeypatch
+):
     executed = []
     monkeypatch.setattr("chat.executor.execute_readonly", lambda **kw: executed.append(kw))
     result = run_sql(ctx_for(getattr(personas, who)), connection, sql)
@@ -78,7 +80,9 @@ def test_refusal_for_hidden_and_missing_connection_reads_the_same(personas):
 
 
 def test_partial_grant_allows_granted_table_and_cte_names_are_not_tables(personas):
-    result = run_sql(ctx_for(personas.staff), "partial", "WITH orders AS (SELECT id FROM customers) SELECT * FROM orders")
+    result = run_sql(
+        ctx_for(personas.staff), "partial", "WITH orders AS (SELECT id FROM customers) SELECT * FROM orders"
+    )
     assert result.outcome == "success"
     assert ToolCallAudit.objects.get().tables == ["customers"]
 

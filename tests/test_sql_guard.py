@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import inspect
 import re
 
 import pytest
 import sqlglot.parser
+from sqlglot import exp
 
 from governance import sql_guard
 from governance.sql_guard import SUPPORTED_DIALECTS, SqlVerdict, analyse_sql
@@ -154,3 +156,60 @@ def test_verdict_is_frozen() -> None:
     verdict = analyse_sql("SELECT 1", "postgres")
     with pytest.raises(AttributeError):
         verdict.allowed = False  # type: ignore[misc]
+
+
+# --------------------------------------------------------------------------
+# Tripwires for sqlglot upgrades: they fail when sqlglot renames or adds
+# something the guard relies on, instead of the guard silently going wrong.
+# --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("query_type", [exp.Select, exp.Union, exp.Subquery, exp.Insert, exp.Delete])
+def test_with_clause_arg_name_matches_installed_sqlglot(query_type: type[exp.Expr]) -> None:
+    # sqlglot 30 renamed "with" to "with_"; with a stale name every CTE
+    # reference would be reported as a table.
+    assert sql_guard._WITH_ARG in query_type.arg_types
+
+
+# Node class names that suggest a statement, write, lock or session change.
+_STATEMENT_LIKE_NAME = re.compile(
+    r"Lock|Into|Command|Copy|Set|Transaction|Merge|Insert|Update|Delete|Execute|Procedure|Block|Statement"
+)
+
+# Reviewed matches the walk does not deny by type: clauses that only occur
+# inside a statement that is itself denied, or plain query/expression parts.
+_REVIEWED_HARMLESS = {
+    "AlterSet",  # ALTER ... SET (Alter is denied)
+    "AnalyzeDelete",  # ANALYZE ... DELETE STATISTICS (Analyze is denied)
+    "CharacterSet",  # CHARACTER SET in a type / column definition
+    "CopyParameter",  # COPY options (Copy is denied)
+    "GroupingSets",  # GROUP BY GROUPING SETS (...)
+    "MergeTreeTTL",  # ClickHouse TTL clause in CREATE/ALTER
+    "MergeTreeTTLAction",
+    "SetOperation",  # UNION / INTERSECT / EXCEPT
+    "TriggerExecute",  # CREATE TRIGGER ... EXECUTE FUNCTION (Create is denied)
+}
+
+
+def _expression_classes() -> list[tuple[str, type[exp.Expr]]]:
+    return [(n, c) for n, c in sorted(vars(exp).items()) if inspect.isclass(c) and issubclass(c, exp.Expr)]
+
+
+def test_every_dml_and_ddl_node_type_is_denied() -> None:
+    allowed = [
+        n for n, c in _expression_classes() if issubclass(c, (exp.DML, exp.DDL)) and not sql_guard._classify(c)[0]
+    ]
+    assert allowed == []
+
+
+def test_statement_like_node_types_are_denied_or_reviewed() -> None:
+    # Properties only occur inside DDL; functions are checked by name.
+    unreviewed = [
+        name
+        for name, cls in _expression_classes()
+        if _STATEMENT_LIKE_NAME.search(name)
+        and not issubclass(cls, (exp.Property, exp.Func, exp.ColumnConstraintKind))
+        and sql_guard._classify(cls)[0] is None
+        and name not in _REVIEWED_HARMLESS
+    ]
+    assert unreviewed == [], "new sqlglot node types: deny them in sql_guard or review them as harmless"

@@ -194,7 +194,8 @@ def test_only_one_active_turn_per_conversation(personas, scripted_models):
 
 def test_model_provider_down_fails_the_turn_cleanly(personas, db, events):
     config = parse_install_config(
-        '[[providers]]\nname = "down"\nkind = "openai"\ntier = "private"\nbase_url = "http://127.0.0.1:9/v1"\nmodels = ["m"]\n'
+        '[[providers]]\nname = "down"\nkind = "openai"\ntier = "private"\n'
+        'base_url = "http://127.0.0.1:9/v1"\nmodels = ["m"]\n'
     )
     install_config_sync(config=config)
     feature_default_set(feature="chat", model=LlmModel.objects.get(name="m"))

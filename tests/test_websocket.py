@@ -50,7 +50,9 @@ def test_owner_chats_with_the_offline_demo_model_and_gets_rows(personas, install
         comm = communicator(conversation.pk, cookie=staff_cookie)
         connected, _ = await comm.connect()
         assert connected
-        await comm.send_to(text_data=json.dumps({"type": "turn.start", "text": "@sales SELECT name FROM customers ORDER BY id"}))
+        await comm.send_to(
+            text_data=json.dumps({"type": "turn.start", "text": "@sales SELECT name FROM customers ORDER BY id"})
+        )
         events = await receive_until(comm)
         await comm.disconnect()
         return events

@@ -103,8 +103,18 @@ class FakeLLMServer:
                 for index, call in enumerate(self._tool_calls_json(reply)):
                     arguments = call["function"]["arguments"]
                     half = len(arguments) // 2
-                    chunk({"tool_calls": [{"index": index, "id": call["id"], "type": "function",
-                                           "function": {"name": call["function"]["name"], "arguments": arguments[:half]}}]})
+                    chunk(
+                        {
+                            "tool_calls": [
+                                {
+                                    "index": index,
+                                    "id": call["id"],
+                                    "type": "function",
+                                    "function": {"name": call["function"]["name"], "arguments": arguments[:half]},
+                                }
+                            ]
+                        }
+                    )
                     chunk({"tool_calls": [{"index": index, "function": {"arguments": arguments[half:]}}]})
                 chunk({}, finish="tool_calls" if reply.tool_calls else "stop")
                 self.wfile.write(b"data: [DONE]\n\n")

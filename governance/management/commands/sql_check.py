@@ -36,7 +36,11 @@ class Command(BaseCommand):
                 if not isinstance(sql, str):
                     raise ValueError("not a JSON string")
             except ValueError as exc:
-                verdict = {"allowed": False, "reason": f"line {number}: input is not a JSON string ({exc})", "tables": []}
+                verdict = {
+                    "allowed": False,
+                    "reason": f"line {number}: input is not a JSON string ({exc})",
+                    "tables": [],
+                }
             else:
                 verdict = analyse_sql(sql, dialect).as_dict()
             self.stdout.write(json.dumps(verdict, ensure_ascii=False))
