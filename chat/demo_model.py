@@ -16,7 +16,7 @@ from collections.abc import Callable
 from django.utils.translation import gettext as _
 
 from chat.llm import AssistantReply, ToolCall
-from chat.tools import RUN_SQL
+from chat.tools import RUN_SQL, SEARCH_DOCUMENTS
 
 DEMO_LABEL = "offline demo model"
 _FENCED = re.compile(r"```(?:sql)?\s*\n?(.*?)```", re.IGNORECASE | re.DOTALL)
@@ -36,12 +36,22 @@ def extract_sql(text: str) -> str | None:
     return None
 
 
-def _connection_names(tools: list[dict]) -> list[str]:
+def _enum_of(tools: list[dict], tool_name: str, parameter: str) -> list[str]:
+    """The resource names a tool accepts: the turn's visible resources."""
     for tool in tools:
         function = tool.get("function", {})
-        if function.get("name") == RUN_SQL:
-            return list(function["parameters"]["properties"]["connection"].get("enum", []))
+        if function.get("name") == tool_name:
+            return list(function["parameters"]["properties"][parameter].get("enum", []))
     return []
+
+
+_SEARCH = re.compile(r"^\s*(?:검색|search)\s*:?\s+(.+)$", re.IGNORECASE | re.DOTALL)
+
+
+def extract_search(text: str) -> str | None:
+    """`검색 환불 규정` / `search refund policy` (after any @mentions) asks for a search."""
+    match = _SEARCH.match(_LEADING_MENTIONS.sub("", text))
+    return match.group(1).strip() if match else None
 
 
 def pick_connection(text: str, names: list[str]) -> str | None:
@@ -70,6 +80,13 @@ def render_table(payload: dict) -> str:
     return "\n".join(lines) + "\n\n" + summary
 
 
+def render_hits(payload: dict) -> str:
+    hits = payload.get("hits", [])
+    if not hits:
+        return _("No documents matched.")
+    return "\n\n".join(f"**{h.get('title', '')}**\n{str(h.get('text', ''))[:300]}" for h in hits)
+
+
 class OfflineDemoClient:
     def complete(self, *, messages: list[dict], tools: list[dict], on_delta: Callable[[str], None]) -> AssistantReply:
         reply = self._decide(messages, tools)
@@ -84,7 +101,21 @@ class OfflineDemoClient:
         if last.get("role") == "tool":
             return AssistantReply(content=self._answer_from_tool(last.get("content") or ""))
         text = last.get("content") or "" if last.get("role") == "user" else ""
-        names = _connection_names(tools)
+        names = _enum_of(tools, RUN_SQL, "connection")
+        collections = _enum_of(tools, SEARCH_DOCUMENTS, "collection")
+        query = extract_search(text)
+        if query is not None and collections:
+            collection = pick_connection(text.replace(query, ""), collections)
+            if collection is None:
+                return AssistantReply(
+                    content=_("Which collection should I search? Mention one of: %(names)s")
+                    % {"names": ", ".join(collections)}
+                )
+            arguments = json.dumps({"collection": collection, "query": query}, ensure_ascii=False)
+            call_id = "demo_" + hashlib.sha1(arguments.encode()).hexdigest()[:12]
+            return AssistantReply(
+                content="", tool_calls=[ToolCall(id=call_id, name=SEARCH_DOCUMENTS, arguments=arguments)]
+            )
         sql = extract_sql(text)
         if sql is not None:
             connection = pick_connection(text.replace(sql, ""), names) or pick_connection(text, names)
@@ -106,9 +137,9 @@ class OfflineDemoClient:
                     )
                 ],
             )
-        if not names:
+        if not names and not collections:
             return AssistantReply(content=_("I am the offline demo model. You have no database connections available."))
-        listing = "\n".join(f"- {n}" for n in names)
+        listing = "\n".join([f"- {n}" for n in names] + [f"- {n} ({_('documents')})" for n in collections])
         return AssistantReply(
             content=_(
                 "I am the offline demo model: I run SQL you write and show the rows. "
@@ -125,4 +156,6 @@ class OfflineDemoClient:
             return content
         if "error" in payload:
             return _("The query was not run: %(error)s") % {"error": payload["error"]}
+        if "hits" in payload:
+            return render_hits(payload)
         return render_table(payload)

@@ -22,12 +22,13 @@ from audit.models import Outcome
 from audit.services import tool_call_audit_write
 from chat.context import TurnContext
 from chat.db_exec import QueryError, execute_readonly
-from chat.tools import RUN_SQL
-from governance.models import DbConnection
+from chat.document_search import search_collection
+from chat.tools import RUN_SQL, SEARCH_DOCUMENTS
+from governance.models import DbConnection, DocumentCollection
 from governance.services import GovernanceError, db_connection_dsn
 from governance.sql_guard import analyse_sql
 from governance.table_access import GrantScope, tables_not_granted
-from governance.visibility import db_access
+from governance.visibility import collection_access, db_access
 
 logger = logging.getLogger(__name__)
 
@@ -41,6 +42,9 @@ class ToolResult:
     row_count: int | None = None
 
 
+MAX_SEARCH_QUERY_CHARS = 500
+
+
 class _Refused(Exception):
     """A check refused the call; the message is what the model is told."""
 
@@ -50,6 +54,8 @@ def execute_tool_call(ctx: TurnContext, *, name: str, arguments: str) -> ToolRes
     be recorded: the caller must then stop the turn without the result."""
     if name == RUN_SQL:
         return _run_sql(ctx, arguments)
+    if name == SEARCH_DOCUMENTS:
+        return _search_documents(ctx, arguments)
     _audit(ctx, tool=name or "?", outcome=Outcome.DENIED, reason="unknown tool")
     return _refusal(f"unknown tool: {name}")
 
@@ -74,7 +80,14 @@ def _run_sql(ctx: TurnContext, raw_arguments: str) -> ToolResult:
             raise _Refused(f"no permission to read table(s): {', '.join(missing)}")
     except _Refused as refused:
         _audit_sql(
-            ctx, connection, sql, tables, Outcome.DENIED, str(refused), started, raw_name=_name_of(raw_arguments)
+            ctx,
+            connection,
+            sql,
+            tables,
+            Outcome.DENIED,
+            str(refused),
+            started,
+            raw_name=_name_of(raw_arguments, "connection"),
         )
         return _refusal(str(refused))
     except Exception:
@@ -129,27 +142,94 @@ def _parse_arguments(raw: str) -> dict[str, Any]:
     return args
 
 
-def _name_of(raw_arguments: str) -> str:
+def _name_of(raw_arguments: str, key: str) -> str:
     try:
-        name = json.loads(raw_arguments).get("connection")
+        name = json.loads(raw_arguments).get(key)
     except Exception:
         return ""
     return name[:200] if isinstance(name, str) else ""
 
 
-def _unavailable(name: Any) -> str:
-    # Same words whether the connection does not exist or is not visible to
-    # this turn: a refusal must not confirm that a hidden resource exists.
-    return f"connection '{name}' is not available" if isinstance(name, str) else "connection is not available"
+def _unavailable(kind: str, name: Any) -> str:
+    # Same words whether the resource does not exist, is not granted, or is
+    # hidden from this turn's tier: a refusal must not confirm that a hidden
+    # resource exists.
+    return f"{kind} '{name}' is not available" if isinstance(name, str) else f"{kind} is not available"
 
 
 def _visible_connection(ctx: TurnContext, name: Any) -> tuple[DbConnection, GrantScope]:
     if not isinstance(name, str) or not name:
         raise _Refused("connection is required")
-    access = db_access(user_id=ctx.user_id, connection_name=name)
+    access = db_access(user_id=ctx.user_id, tier=ctx.tier, connection_name=name)
     if access is None:
-        raise _Refused(_unavailable(name))
+        raise _Refused(_unavailable("connection", name))
     return access
+
+
+def _search_documents(ctx: TurnContext, raw_arguments: str) -> ToolResult:
+    started = time.perf_counter()
+    collection: DocumentCollection | None = None
+    try:
+        args = _parse_arguments(raw_arguments)
+        name = args.get("collection")
+        query = args.get("query")
+        if not isinstance(name, str) or not name:
+            raise _Refused("collection is required")
+        collection = collection_access(user_id=ctx.user_id, tier=ctx.tier, collection_name=name)
+        if collection is None:
+            raise _Refused(_unavailable("collection", name))
+        if not isinstance(query, str) or not query.strip():
+            raise _Refused("query is empty")
+        if len(query) > MAX_SEARCH_QUERY_CHARS:
+            raise _Refused(f"query is longer than {MAX_SEARCH_QUERY_CHARS} characters")
+    except _Refused as refused:
+        _audit_search(
+            ctx, collection, Outcome.DENIED, str(refused), started, raw_name=_name_of(raw_arguments, "collection")
+        )
+        return _refusal(str(refused))
+    except Exception:
+        logger.exception("search check failed; refusing")
+        _audit_search(ctx, collection, Outcome.DENIED, "internal error during checks", started)
+        return _refusal("the call could not be checked and was refused")
+
+    try:
+        hits = search_collection(collection=collection, query=query)
+    except Exception as exc:
+        logger.exception("document search failed")
+        _audit_search(ctx, collection, Outcome.FAILED, f"search error: {exc.__class__.__name__}", started)
+        return ToolResult(content=json.dumps({"error": "search failed"}), outcome=Outcome.FAILED)
+    # Audited with the hit count only: neither the query nor the text found.
+    _audit_search(ctx, collection, Outcome.SUCCESS, "", started, row_count=len(hits))
+    payload = {"collection": collection.name, "hits": [{"title": h.title, "text": h.text} for h in hits]}
+    return ToolResult(content=json.dumps(payload, ensure_ascii=False), outcome=Outcome.SUCCESS, row_count=len(hits))
+
+
+def _audit_search(
+    ctx: TurnContext,
+    collection: DocumentCollection | None,
+    outcome: str,
+    reason: str,
+    started: float,
+    *,
+    row_count: int | None = None,
+    raw_name: str = "",
+) -> None:
+    tool_call_audit_write(
+        actor_id=ctx.user_id,
+        actor_username=ctx.username,
+        tool=SEARCH_DOCUMENTS,
+        outcome=outcome,
+        reason=reason,
+        resource_kind="document_collection",
+        resource_id=collection.pk if collection else None,
+        resource_name=collection.name if collection else raw_name,
+        row_count=row_count,
+        origin=ctx.origin,
+        origin_ref=ctx.origin_ref,
+        conversation_id=ctx.conversation_id,
+        turn_id=ctx.turn_id,
+        duration_ms=round((time.perf_counter() - started) * 1000, 3),
+    )
 
 
 def _refusal(message: str) -> ToolResult:

@@ -23,10 +23,10 @@ from chat.context import TurnContext
 from chat.executor import execute_tool_call
 from chat.llm import ModelError, client_for
 from chat.models import Conversation, Message, MessageRole, Turn, TurnStatus
-from chat.prompt import system_prompt
+from chat.prompt import mention_note, mentioned_targets, system_prompt
 from chat.tools import tools_for
 from governance.models import Feature, FeatureDefault, LlmModel, Tier
-from governance.visibility import visible_db_connections
+from governance.visibility import visible_resources
 
 logger = logging.getLogger(__name__)
 
@@ -216,8 +216,12 @@ def _run(turn: Turn) -> None:
     )
 
     # 3. Everything the model sees is built from the visible resources only.
-    connections = visible_db_connections(user_id=ctx.user_id)
-    messages = [{"role": "system", "content": system_prompt(connections)}, *_history(conversation, turn)]
+    resources = visible_resources(user_id=ctx.user_id, tier=ctx.tier)
+    messages = [{"role": "system", "content": system_prompt(resources)}, *_history(conversation, turn)]
+    user_text = messages[-1]["content"] if messages[-1]["role"] == "user" else ""
+    targets = mentioned_targets(user_text, resources)
+    if targets:
+        messages.insert(-1, {"role": "system", "content": mention_note(targets)})
     try:
         client = client_for(
             provider_kind=model.provider.kind,
@@ -230,7 +234,7 @@ def _run(turn: Turn) -> None:
             ctx=ctx,
             client=client,
             messages=messages,
-            tools=tools_for(connections),
+            tools=tools_for(resources),
             execute=execute_tool_call,
             emit=emit,
             max_steps=settings.OWLAI_AGENT_MAX_STEPS,

@@ -79,6 +79,22 @@ class FeatureDefault(models.Model):
         return f"{self.get_feature_display()}: {self.model or '-'}"
 
 
+class Exposure(models.TextChoices):
+    """Which models may see a resource (seed 002). Opening is one-way."""
+
+    ALL_MODELS = "all_models", _("All models")
+    INTERNAL_ONLY = "internal_only", _("Internal models only")
+
+
+def default_exposure() -> str:
+    """New resources start internal-only whenever the install has a private
+    provider, so a forgotten field never opens a resource to external models."""
+    # Imported here: the model field default is evaluated at instantiation.
+    from governance.exposure import default_exposure_for_install
+
+    return default_exposure_for_install()
+
+
 class DbEngine(models.TextChoices):
     POSTGRESQL = "postgresql", "PostgreSQL"
     MYSQL = "mysql", "MySQL / MariaDB"
@@ -99,6 +115,13 @@ class DbConnection(models.Model):
     name = models.CharField(_("name"), max_length=100, unique=True)
     business_summary = models.TextField(_("business summary"), blank=True)
     engine = models.CharField(_("engine"), max_length=20, choices=DbEngine.choices)
+    exposure = models.CharField(
+        _("exposure"),
+        max_length=20,
+        choices=Exposure.choices,
+        default=default_exposure,
+        help_text=_("Internal models only: never shown to, or usable by, turns on external (public) models."),
+    )
     # Where the DSN comes from. Never shown back: either the name of an
     # environment variable (preferred: the secret stays outside the DB), or an
     # encrypted stored value that the admin can replace but not read.
@@ -132,11 +155,54 @@ class DbConnection(models.Model):
         return "stored" if self.dsn_encrypted else "-"
 
 
+class DocumentCollection(models.Model):
+    """A set of documents the agent may search with `search_documents`."""
+
+    name = models.CharField(_("name"), max_length=100, unique=True)
+    business_summary = models.TextField(_("business summary"), blank=True)
+    exposure = models.CharField(
+        _("exposure"),
+        max_length=20,
+        choices=Exposure.choices,
+        default=default_exposure,
+        help_text=_("Internal models only: never shown to, or usable by, turns on external (public) models."),
+    )
+    created_at = models.DateTimeField(_("created"), auto_now_add=True)
+
+    class Meta:
+        verbose_name = _("document collection")
+        verbose_name_plural = _("document collections")
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Document(models.Model):
+    collection = models.ForeignKey(
+        DocumentCollection, on_delete=models.CASCADE, related_name="documents", verbose_name=_("collection")
+    )
+    title = models.CharField(_("title"), max_length=300)
+    body = models.TextField(_("body"))
+    created_at = models.DateTimeField(_("created"), auto_now_add=True)
+
+    class Meta:
+        verbose_name = _("document")
+        verbose_name_plural = _("documents")
+        ordering = ["collection", "title"]
+
+    def __str__(self) -> str:
+        return self.title
+
+
 class Role(models.Model):
     name = models.CharField(_("name"), max_length=100, unique=True)
     description = models.TextField(_("description"), blank=True)
     users = models.ManyToManyField(
         settings.AUTH_USER_MODEL, blank=True, related_name="owlai_roles", verbose_name=_("users")
+    )
+    document_collections = models.ManyToManyField(
+        DocumentCollection, blank=True, related_name="roles", verbose_name=_("document collections")
     )
 
     class Meta:

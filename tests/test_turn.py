@@ -103,8 +103,10 @@ def test_question_runs_sql_and_the_second_request_carries_the_result(personas, s
     tool_messages = [m for m in second["messages"] if m["role"] == "tool"]
     assert len(tool_messages) == 1
     assert json.loads(tool_messages[0]["content"])["rows"] == [[3]]
-    # What the staff member may not use is not named anywhere.
-    assert "hr_secret" not in fake.all_request_text()
+    # On a private turn an ungranted connection is named only as "no permission"
+    # (so the model can say so); it is never a tool target and never summarised.
+    assert "hr_secret" in first["messages"][0]["content"].split("no permission")[1]
+    assert "HR: salaries" not in fake.all_request_text()
 
 
 def test_denied_call_reaches_the_model_as_a_refusal(personas, scripted_models, fake, events):

@@ -1,0 +1,82 @@
+"""Resource exposure (seed 002): `all_models` or `internal_only`.
+
+Opening a resource to all models is one-way: while it was open its data may
+have reached external models, so calling it internal-only again would make
+the flag lie. Three layers hold that: the services here, the admin form, and a
+database trigger (so not even direct SQL can close an opened resource).
+"""
+
+from __future__ import annotations
+
+import logging
+
+from django.db import transaction
+from django.utils.translation import gettext as _
+
+from governance.models import DbConnection, DocumentCollection, Exposure, Provider, Tier
+
+logger = logging.getLogger(__name__)
+
+Resource = DbConnection | DocumentCollection
+
+
+class ExposureError(Exception):
+    """The requested exposure change is not allowed; the message explains why."""
+
+
+CLOSE_REFUSED = _(
+    "A resource opened to all models cannot be made internal-only again: its data may already have "
+    "reached external models. Create a new connection or collection for data that must stay internal."
+)
+
+
+def default_exposure_for_install() -> str:
+    try:
+        has_private = Provider.objects.filter(in_config=True, tier=Tier.PRIVATE).exists()
+    except Exception:
+        # Cannot tell (e.g. tables not migrated yet): the closed default.
+        logger.exception("could not determine default exposure; using internal_only")
+        return Exposure.INTERNAL_ONLY
+    return Exposure.INTERNAL_ONLY if has_private else Exposure.ALL_MODELS
+
+
+def exposure_change_allowed(*, old: str, new: str) -> bool:
+    return not (old == Exposure.ALL_MODELS and new != Exposure.ALL_MODELS)
+
+
+@transaction.atomic
+def resource_open_to_all_models(*, resource: Resource, actor_id: int | None = None) -> Resource:
+    """Open a resource to external models. Irreversible."""
+    locked = type(resource).objects.select_for_update().get(pk=resource.pk)
+    if locked.exposure == Exposure.ALL_MODELS:
+        return locked
+    locked.exposure = Exposure.ALL_MODELS
+    locked.save(update_fields=["exposure"])
+    record_exposure_opened(resource=locked, actor_id=actor_id)
+    return locked
+
+
+def resource_set_exposure(*, resource: Resource, exposure: str, actor_id: int | None = None) -> Resource:
+    if exposure not in Exposure.values:
+        raise ExposureError(_("Unknown exposure: %(value)s") % {"value": exposure})
+    current = type(resource).objects.filter(pk=resource.pk).values_list("exposure", flat=True).first()
+    if current is not None and not exposure_change_allowed(old=current, new=exposure):
+        raise ExposureError(CLOSE_REFUSED)
+    if exposure == Exposure.ALL_MODELS:
+        return resource_open_to_all_models(resource=resource, actor_id=actor_id)
+    return resource
+
+
+def record_exposure_opened(*, resource: Resource, actor_id: int | None) -> None:
+    """Hook: opening a resource is a settings change for the audit trail.
+
+    The audit events of the audit-trail issue (settings changes with
+    before/after) plug in here; until then the opening is logged.
+    """
+    logger.warning(
+        "exposure opened to all models: %s %s (id %s) by user %s",
+        resource._meta.model_name,
+        resource.name,
+        resource.pk,
+        actor_id,
+    )
