@@ -150,11 +150,11 @@ def _name_of(raw_arguments: str, key: str) -> str:
     return name[:200] if isinstance(name, str) else ""
 
 
-def _unavailable(kind: str, name: Any) -> str:
-    # Same words whether the resource does not exist, is not granted, or is
-    # hidden from this turn's tier: a refusal must not confirm that a hidden
-    # resource exists.
-    return f"{kind} '{name}' is not available" if isinstance(name, str) else f"{kind} is not available"
+def _unavailable(kind: str) -> str:
+    # The same words whether the resource does not exist, is not granted, or
+    # is hidden from this turn's tier, and without echoing the name: a
+    # refusal must not confirm that a hidden resource exists.
+    return f"no {kind} of that name is available"
 
 
 def _visible_connection(ctx: TurnContext, name: Any) -> tuple[DbConnection, GrantScope]:
@@ -162,7 +162,7 @@ def _visible_connection(ctx: TurnContext, name: Any) -> tuple[DbConnection, Gran
         raise _Refused("connection is required")
     access = db_access(user_id=ctx.user_id, tier=ctx.tier, connection_name=name)
     if access is None:
-        raise _Refused(_unavailable("connection", name))
+        raise _Refused(_unavailable("connection"))
     return access
 
 
@@ -177,7 +177,7 @@ def _search_documents(ctx: TurnContext, raw_arguments: str) -> ToolResult:
             raise _Refused("collection is required")
         collection = collection_access(user_id=ctx.user_id, tier=ctx.tier, collection_name=name)
         if collection is None:
-            raise _Refused(_unavailable("collection", name))
+            raise _Refused(_unavailable("collection"))
         if not isinstance(query, str) or not query.strip():
             raise _Refused("query is empty")
         if len(query) > MAX_SEARCH_QUERY_CHARS:

@@ -109,6 +109,19 @@ def resolve_turn_model(*, turn: Turn) -> ResolvedModel:
     return ResolvedModel(model=model, tier=model.provider.tier)
 
 
+def mention_tier(*, conversation: Conversation, model_ref: str) -> str | None:
+    """The tier whose resources may be offered as @mention targets: the pinned
+    tier, else that of the selected (or default) model; None when unknown."""
+    if conversation.tier:
+        return conversation.tier
+    if model_ref:
+        model = _lookup_model(model_ref)
+    else:
+        default = FeatureDefault.objects.select_related("model__provider").filter(feature=Feature.CHAT).first()
+        model = default.model if default else None
+    return model.provider.tier if model is not None and model.usable else None
+
+
 def _lookup_model(ref: str) -> LlmModel | None:
     """A model by id, by "provider/name", or by a name only one provider serves."""
     qs = LlmModel.objects.select_related("provider")

@@ -10,6 +10,9 @@ urlpatterns = [
     path("api/models/", views.models_for_new_conversation, name="models"),
     path("api/conversations/<uuid:conversation_id>/models/", views.conversation_models, name="conversation-models"),
     path(
+        "api/conversations/<uuid:conversation_id>/mentions/", views.conversation_mentions, name="conversation-mentions"
+    ),
+    path(
         "api/conversations/<uuid:conversation_id>/messages/", views.conversation_messages, name="conversation-messages"
     ),
 ]

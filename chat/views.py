@@ -10,8 +10,9 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from chat.models import Conversation, MessageRole
-from chat.services import conversation_create, models_for_conversation
+from chat.services import conversation_create, mention_tier, models_for_conversation
 from governance.models import LlmModel
+from governance.visibility import visible_resources
 
 
 @login_required
@@ -64,6 +65,21 @@ def models_for_new_conversation(request: Request) -> Response:
 def conversation_models(request: Request, conversation_id) -> Response:
     conversation = get_object_or_404(Conversation, pk=conversation_id, owner=request.user)
     return Response([_model_json(m) for m in models_for_conversation(conversation=conversation)])
+
+
+@api_view(["GET"])
+def conversation_mentions(request: Request, conversation_id) -> Response:
+    """@mention targets: only what a turn of this conversation may use. Before
+    the tier is pinned, the tier of the model the user has selected decides."""
+    conversation = get_object_or_404(Conversation, pk=conversation_id, owner=request.user)
+    tier = mention_tier(conversation=conversation, model_ref=request.query_params.get("model", ""))
+    if tier is None:
+        return Response([])
+    resources = visible_resources(user_id=request.user.pk, tier=tier)
+    return Response(
+        [{"name": c.name, "kind": "database"} for c in resources.connections]
+        + [{"name": c.name, "kind": "documents"} for c in resources.collections]
+    )
 
 
 @api_view(["GET"])

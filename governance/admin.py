@@ -9,7 +9,24 @@ from django import forms
 from django.contrib import admin, messages
 from django.utils.translation import gettext_lazy as _
 
-from governance.models import DbConnection, DbGrant, FeatureDefault, LlmModel, Provider, Role
+from governance.exposure import (
+    CLOSE_REFUSED,
+    embedding_exposure_warning,
+    exposure_change_allowed,
+    record_exposure_opened,
+    resource_open_to_all_models,
+)
+from governance.models import (
+    DbConnection,
+    DbGrant,
+    Document,
+    DocumentCollection,
+    Exposure,
+    FeatureDefault,
+    LlmModel,
+    Provider,
+    Role,
+)
 from governance.services import GovernanceError, db_connection_set_stored_dsn, feature_default_set, model_set_enabled
 
 
@@ -115,14 +132,62 @@ class DbConnectionForm(forms.ModelForm):
 
     class Meta:
         model = DbConnection
-        fields = ("name", "business_summary", "engine", "dsn_env", "row_cap", "statement_timeout_ms")
+        fields = ("name", "business_summary", "engine", "exposure", "dsn_env", "row_cap", "statement_timeout_ms")
 
     def clean(self):
         cleaned = super().clean()
+        _refuse_closing(self)
         has_stored = bool(self.instance.pk and self.instance.dsn_encrypted)
         if not cleaned.get("dsn_env") and not cleaned.get("stored_dsn") and not has_stored:
             raise forms.ValidationError(_("Give either a DSN environment variable or a stored DSN."))
         return cleaned
+
+
+def _refuse_closing(form: forms.ModelForm) -> None:
+    """Form-level guard of the one-way rule (the service and a DB trigger hold it too)."""
+    if not form.instance.pk or "exposure" not in form.cleaned_data:
+        return
+    stored = type(form.instance).objects.filter(pk=form.instance.pk).values_list("exposure", flat=True).first()
+    if stored and not exposure_change_allowed(old=stored, new=form.cleaned_data["exposure"]):
+        form.add_error("exposure", CLOSE_REFUSED)
+
+
+class ExposureAdminMixin:
+    """Exposure in the admin: opening goes through the service (recorded);
+    once open the field is read-only and says why."""
+
+    def get_readonly_fields(self, request, obj=None):
+        fields = list(super().get_readonly_fields(request, obj))
+        if obj is not None and obj.exposure == Exposure.ALL_MODELS:
+            fields.append("exposure")
+        return fields
+
+    def get_form(self, request, obj=None, **kwargs):
+        form = super().get_form(request, obj, **kwargs)
+        if obj is not None and obj.exposure == Exposure.ALL_MODELS:
+            form.base_fields.pop("exposure", None)
+        return form
+
+    def render_change_form(self, request, context, add=False, change=False, form_url="", obj=None):
+        if obj is not None and obj.exposure == Exposure.ALL_MODELS:
+            self.message_user(request, CLOSE_REFUSED, level=messages.INFO)
+        return super().render_change_form(request, context, add, change, form_url, obj)
+
+    def save_model(self, request, obj, form, change) -> None:
+        wanted = form.cleaned_data.get("exposure", obj.exposure)
+        if change:
+            stored = type(obj).objects.filter(pk=obj.pk).values_list("exposure", flat=True).first()
+            obj.exposure = stored or obj.exposure
+        super().save_model(request, obj, form, change)
+        if wanted == Exposure.ALL_MODELS and obj.exposure != Exposure.ALL_MODELS:
+            resource_open_to_all_models(resource=obj, actor_id=request.user.pk)
+            obj.exposure = Exposure.ALL_MODELS
+        elif not change and obj.exposure == Exposure.ALL_MODELS:
+            record_exposure_opened(resource=obj, actor_id=request.user.pk)
+        if not change and obj.exposure == Exposure.INTERNAL_ONLY:
+            warning = embedding_exposure_warning()
+            if warning:
+                self.message_user(request, warning, level=messages.WARNING)
 
 
 class DbGrantInline(admin.TabularInline):
@@ -132,21 +197,55 @@ class DbGrantInline(admin.TabularInline):
 
 
 @admin.register(DbConnection)
-class DbConnectionAdmin(admin.ModelAdmin):
+class DbConnectionAdmin(ExposureAdminMixin, admin.ModelAdmin):
     form = DbConnectionForm
-    list_display = ("name", "engine", "dsn_source", "row_cap", "statement_timeout_ms")
+    list_display = ("name", "engine", "exposure", "dsn_source", "row_cap", "statement_timeout_ms")
+    list_filter = ("engine", "exposure")
     search_fields = ("name", "business_summary")
     readonly_fields = ("dsn_source",)
 
     def save_model(self, request, obj, form, change) -> None:
-        super().save_model(request, obj, form, change)
+        super().save_model(request, obj, form, change)  # ExposureAdminMixin: exposure rules
         if form.cleaned_data.get("stored_dsn"):
             db_connection_set_stored_dsn(connection=obj, dsn=form.cleaned_data["stored_dsn"])
+
+
+class DocumentCollectionForm(forms.ModelForm):
+    class Meta:
+        model = DocumentCollection
+        fields = ("name", "business_summary", "exposure")
+
+    def clean(self):
+        cleaned = super().clean()
+        _refuse_closing(self)
+        return cleaned
+
+
+class DocumentInline(admin.StackedInline):
+    model = Document
+    extra = 0
+    fields = ("title", "body")
+
+
+@admin.register(DocumentCollection)
+class DocumentCollectionAdmin(ExposureAdminMixin, admin.ModelAdmin):
+    form = DocumentCollectionForm
+    list_display = ("name", "exposure", "created_at")
+    list_filter = ("exposure",)
+    search_fields = ("name", "business_summary")
+    inlines = [DocumentInline]
+
+
+@admin.register(Document)
+class DocumentAdmin(admin.ModelAdmin):
+    list_display = ("title", "collection", "created_at")
+    list_filter = ("collection",)
+    search_fields = ("title",)
 
 
 @admin.register(Role)
 class RoleAdmin(admin.ModelAdmin):
     list_display = ("name", "description")
     search_fields = ("name",)
-    filter_horizontal = ("users",)
+    filter_horizontal = ("users", "document_collections")
     inlines = [DbGrantInline]

@@ -80,3 +80,40 @@ def record_exposure_opened(*, resource: Resource, actor_id: int | None) -> None:
         resource.pk,
         actor_id,
     )
+
+
+def embedding_exposure_warning() -> str | None:
+    """Seed 002: documents are sent to the embedding model when indexed. With a
+    public embedding provider, internal-only resources would leave the network
+    that way, whatever the turn-level rules say."""
+    from django.conf import settings
+
+    role = settings.OWLAI_INSTALL.roles.get("embedding")
+    if role is None:
+        return None
+    provider = settings.OWLAI_INSTALL.provider(role.provider)
+    if provider is None or provider.tier == Tier.PRIVATE:
+        return None
+    internal = (
+        DbConnection.objects.filter(exposure=Exposure.INTERNAL_ONLY).exists()
+        or DocumentCollection.objects.filter(exposure=Exposure.INTERNAL_ONLY).exists()
+    )
+    if not internal:
+        return None
+    return _(
+        "The embedding model (%(provider)s / %(model)s) is on a public provider while internal-only "
+        "resources exist: their documents leave the network when they are embedded. Use a private "
+        "embedding provider in the install config."
+    ) % {"provider": role.provider, "model": role.model}
+
+
+def log_startup_warnings() -> None:
+    """Called once by each entry point (ASGI app, Celery worker) at start-up."""
+    try:
+        warning = embedding_exposure_warning()
+    except Exception:
+        # The database may not be reachable or migrated yet; start-up goes on.
+        logger.debug("embedding exposure check skipped", exc_info=True)
+        return
+    if warning:
+        logger.warning("%s", warning)

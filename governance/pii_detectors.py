@@ -145,19 +145,32 @@ class Detection:
 # --------------------------------------------------------------------------
 
 # Full-width ASCII (U+FF01..U+FF5E), the ideographic space and Unicode dashes
-# map to one ASCII character each, so a folded copy keeps every offset.
+# map to one ASCII character each, so a folded copy keeps every offset and the
+# detectors below can be written for ASCII only.
 _FOLD = {cp: cp - 0xFEE0 for cp in range(0xFF01, 0xFF5F)}
-_FOLD.update({0x3000: 0x20, 0x2010: 0x2D, 0x2011: 0x2D, 0x2012: 0x2D, 0x2013: 0x2D, 0x2014: 0x2D})
-_FOLD.update({0x2015: 0x2D, 0x2212: 0x2D, 0xFE63: 0x2D})
-_FOLDABLE = re.compile("[\uff01-\uff5e\u3000\u2010-\u2015\u2212\ufe63]")
+_FOLD.update(dict.fromkeys((0x2010, 0x2011, 0x2012, 0x2013, 0x2014, 0x2015, 0x2212, 0xFE63), 0x2D))
+_FOLD[0x3000] = 0x20
+_DASHES = "\u2010-\u2015\u2212\ufe63\uff0d"
 
-# Cheapest possible rejection: every numeric format has at least 7 digits,
-# each at most 3 characters from the previous one. Commas never separate PII
-# digits, so "1,234,567원" is rejected here without running any detector.
-_NUMERIC_GATE = re.compile(r"\d(?:[^\d,]{0,3}\d){6}", re.ASCII)
+# Stage 1: ONE pass over the raw text finds "clusters", the only regions where
+# a numeric format can be: >= 9 digits chained by separators (no Korean phone,
+# RRN, card, account or licence number has fewer), a 15xx-xxxx business
+# number, or a passport-shaped token. Dates (8 digits), amounts (commas),
+# times and short numbers never form a cluster, so most cells cost one pass.
+# `\d` is Unicode here on purpose: full-width digits must form clusters too.
+_CLUSTER = re.compile(
+    rf"""
+    (?P<num>
+        \d(?:[-.()+ \t\u3000\uff08\uff09\uff0b\uff0e{_DASHES}]{{0,3}}\d){{8,}}
+      | 1[568]\d\d[ \t]?[-{_DASHES}][ \t]?\d{{4}}
+    )
+    | (?P<pp>(?<![A-Za-z0-9])(?:[A-Za-z]{{1,2}}\d{{7,8}}|[A-Za-z]\d{{3}}[A-Za-z]\d{{4}})(?![A-Za-z0-9]))
+    """,
+    re.VERBOSE,
+)
 
 # --------------------------------------------------------------------------
-# Patterns (all ASCII: the text is folded first)
+# Stage 2 patterns: run only inside a cluster's window, on folded (ASCII) text
 # --------------------------------------------------------------------------
 
 # Separator inside a phone / RRN / licence: hyphen or dot (optionally spaced)
@@ -166,7 +179,7 @@ _SEP = r"(?:[ \t]?[-.][ \t]?|[ \t])"
 # Card separator: no dots (1.2.3 style runs are versions, not cards).
 _CSEP = r"(?:[ \t]?-[ \t]?|[ \t])"
 
-# National significant prefixes (without the trunk 0). Longest first.
+# National significant prefixes (without the trunk 0), longest first.
 _NAT = r"(?:50\d|1[016-9]|2|3[1-3]|4[1-4]|5[1-5]|6[1-4]|[678]0)"
 
 _PHONE = re.compile(
@@ -174,13 +187,13 @@ _PHONE = re.compile(
     (?<!\d)
     (?:
         (?:
-            (?:\+[ \t]?82|00[ \t]?82|82(?=[ \t.-]))   # +82, 0082, or 82 followed by a separator
+            (?:\+[ \t]?82|00[ \t]?82|82(?=[ \t.-]))    # +82, 0082, or 82 followed by a separator
             {_SEP}?(?:\(0\)[ \t]?)?0?{_NAT}\)?
-          | \(0{_NAT}\)                                # (02)123-4567
-          | 0{_NAT}\)?                                 # 02-..., 02)123-4567 (common Korean style)
+          | \(0{_NAT}\)                                 # (02)123-4567
+          | 0{_NAT}\)?                                  # 02-..., 02)123-4567 (common Korean style)
         )
-        {_SEP}?[1-9]\d{{2,3}}{_SEP}?\d{{4}}            # exchange never starts with 0
-      | (?P<biz>1[568]\d\d[ \t]?-[ \t]?\d{{4}})(?![ \t]*[원년])
+        {_SEP}?[1-9]\d{{2,3}}{_SEP}?\d{{4}}             # an exchange never starts with 0
+      | (?P<biz>1[568]\d\d[ \t]?-[ \t]?\d{{4}})(?![ \t]*[원년])   # 1500-2000원 is a price range
     )
     (?!\d)
     """,
@@ -209,23 +222,25 @@ _CARD = re.compile(
 # (ORD-2024-000123, a716-446655440000), not an account.
 _CODE_BEFORE = r"(?<![A-Za-z0-9_])(?<![A-Za-z0-9_][-_/])"
 _CODE_AFTER = r"(?![A-Za-z0-9_])(?![-_/][A-Za-z0-9])"
+_TEN_DIGITS_AHEAD = r"(?=(?:[ \t]?[-.]?[ \t]?\d){10})"  # cheap pre-filter, the count is checked again
 
 _ACCOUNT_GROUPED = re.compile(
-    rf"{_CODE_BEFORE}\d{{2,6}}(?:[ \t]?-[ \t]?\d{{1,7}}){{2,3}}{_CODE_AFTER}",
+    rf"{_CODE_BEFORE}{_TEN_DIGITS_AHEAD}\d{{2,6}}(?:[ \t]?-[ \t]?\d{{1,7}}){{2,3}}{_CODE_AFTER}",
     re.ASCII,
 )
 # With an account word nearby: bare runs, or groups joined by hyphens/dots.
+# (Not spaces: "입금 1234567890 2024-01-15" must not become one 18-digit run.)
 _ACCOUNT_LOOSE = re.compile(
-    rf"{_CODE_BEFORE}\d+(?:[ \t]?[-.][ \t]?\d+){{0,4}}{_CODE_AFTER}",
+    rf"{_CODE_BEFORE}{_TEN_DIGITS_AHEAD}\d+(?:[ \t]?[-.][ \t]?\d+){{0,4}}{_CODE_AFTER}",
     re.ASCII,
 )
+# Searched in a lowercased window, hence no IGNORECASE (which makes `re` slow).
 _ACCOUNT_CONTEXT = re.compile(
-    r"계좌|입금|송금|이체|환불|예금|통장|은행|뱅크|국민|신한|우리|하나|농협|기업|카카오|토스|"
-    r"우체국|새마을|신협|수협|축협|케이뱅크|\b(?:account|acct|a/c|bank|iban|kb|nh|ibk)\b",
-    re.IGNORECASE,
+    "계좌|입금|송금|이체|환불|예금|통장|은행|뱅크|국민|신한|우리|하나|농협|기업|카카오|토스|"
+    "우체국|새마을|신협|수협|축협|account|acct|a/c|bank|iban"
 )
-_BUSINESS_CONTEXT = re.compile(r"사업자|business|brn", re.IGNORECASE)
-_AMOUNT_AFTER = re.compile(r"[ \t]*(?:원|won\b|krw\b)", re.IGNORECASE)
+_BUSINESS_CONTEXT = re.compile("사업자|business|brn")
+_AMOUNT_AFTER = re.compile(r"[ \t]*(?:원|won|krw)", re.IGNORECASE)
 
 # Well-known bank layouts (group lengths) get a higher confidence.
 _BANK_LAYOUTS = frozenset(
@@ -245,16 +260,11 @@ _BANK_LAYOUTS = frozenset(
     }
 )
 
-_LABEL = re.compile(r"여권|passport|면허|licen[cs]e|driver", re.IGNORECASE)
-_PASSPORT_LABEL = re.compile(r"여권|passport", re.IGNORECASE)
-_LICENSE_LABEL = re.compile(r"면허|licen[cs]e|driver", re.IGNORECASE)
-_PASSPORT = re.compile(
-    r"(?<![A-Za-z0-9])(?:[A-Za-z]{1,2}\d{7,8}|[A-Za-z]\d{3}[A-Za-z]\d{4})(?![A-Za-z0-9])",
-    re.ASCII,
-)
+_PASSPORT_LABEL = re.compile("여권|passport")
+_LICENSE_LABEL = re.compile("면허|licen[cs]e|driver")
 _LICENSE = re.compile(rf"(?<!\d)(?:\d\d{_SEP}?)?\d\d{_SEP}?\d{{6}}{_SEP}?\d\d(?!\d)", re.ASCII)
 
-# E-mail. Local part and domain are bounded (64 / 8 labels) so that a long
+# E-mail. Local part and domain are bounded (64 chars / 8 labels) so a long
 # run of letters or dots costs linear time, never quadratic.
 _EMAIL = re.compile(
     r"""
@@ -273,8 +283,8 @@ _DIGIT_GROUP = re.compile(r"\d+", re.ASCII)
 _DAYS_IN_MONTH = (0, 31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
 _RRN_WEIGHTS = (2, 3, 4, 5, 6, 7, 8, 9, 2, 3, 4, 5)
 
-# Candidate tuple: (kind, start, end, confidence). Detections are built only
-# for the survivors of overlap resolution.
+# Candidate tuple: (kind, start, end, confidence). Detection objects are built
+# only for the survivors of overlap resolution.
 _Candidate = tuple[PiiKind, int, int, float]
 
 
@@ -310,20 +320,28 @@ def _is_date(year4: str, month: str, day: str) -> bool:
 
 
 def _starts_with_date(groups: list[str]) -> bool:
-    """2024-01-15-0001 or 20240115-... : timestamps and date-based serials."""
+    """2024-01-15-0001 or 20240115123000: timestamps and date-based serials."""
     if len(groups) >= 3 and _is_date(groups[0], groups[1], groups[2]):
         return True
     first = groups[0]
     return len(first) >= 8 and _is_date(first[:4], first[4:6], first[6:8])
 
 
+def _near(label: re.Pattern[str], text: str, start: int, end: int, before: int, after: int = 0) -> bool:
+    """Does `label` occur within `before` chars before the span (or `after` chars after)?"""
+    if label.search(text[max(0, start - before) : start].lower()):
+        return True
+    return after > 0 and label.search(text[end : end + after].lower()) is not None
+
+
 # --------------------------------------------------------------------------
-# Finders: each appends candidates (kind, start, end, confidence) to `out`
+# Finders: each appends (kind, start, end, confidence) candidates to `out`,
+# scanning text[lo:hi] (lookbehinds still see the text before `lo`).
 # --------------------------------------------------------------------------
 
 
-def _find_rrn(text: str, out: list[_Candidate]) -> None:
-    for m in _RRN.finditer(text):
+def _find_rrn(text: str, lo: int, hi: int, out: list[_Candidate]) -> None:
+    for m in _RRN.finditer(text, lo, hi):
         month, day = int(m.group(2)), int(m.group(3))
         if day > _DAYS_IN_MONTH[month]:
             continue
@@ -331,77 +349,85 @@ def _find_rrn(text: str, out: list[_Candidate]) -> None:
         foreigner = m.group(5) in "5678"
         if _rrn_checksum_ok(digits, foreigner):
             conf = 0.99
-        else:  # post-2020 numbers are random: keep them, a bit less sure
+        else:  # numbers issued since Oct 2020 are random: keep them, a bit less sure
             conf = 0.9 if m.group("sep") else 0.8
         out.append((PiiKind.FOREIGNER_RN if foreigner else PiiKind.RRN, m.start(), m.end(), conf))
 
 
-def _find_phones(text: str, out: list[_Candidate]) -> None:
-    for m in _PHONE.finditer(text):
+def _find_phones(text: str, lo: int, hi: int, out: list[_Candidate]) -> None:
+    for m in _PHONE.finditer(text, lo, hi):
         if m.group("biz"):
             conf = 0.6
+        elif _normalise_phone(m.group()).startswith("01"):
+            conf = 0.95  # mobile
         else:
-            value = m.group()
-            mobile = value.startswith(("01", "+", "00", "82"))
-            has_sep = not value.isdigit()
-            conf = 0.95 if mobile else (0.9 if has_sep else 0.75)
+            conf = 0.75 if m.group().isdigit() else 0.9  # bare landlines look like IDs more often
         out.append((PiiKind.PHONE, m.start(), m.end(), conf))
 
 
-def _find_cards(text: str, out: list[_Candidate]) -> None:
-    for m in _CARD.finditer(text):
+def _find_cards(text: str, lo: int, hi: int, out: list[_Candidate]) -> None:
+    for m in _CARD.finditer(text, lo, hi):
         bare = m.group("bare")
         digits = bare or _NON_DIGIT.sub("", m.group())
         if not 13 <= len(digits) <= 19 or not _luhn_ok(digits):
             continue
-        if bare and digits[0] not in "234569":
+        if bare and digits[0] not in "234569":  # card industry digits; 9 = Korean domestic brands
             continue
         out.append((PiiKind.CARD, m.start(), m.end(), 0.85 if bare else 0.95))
 
 
-def _find_grouped_accounts(text: str, out: list[_Candidate]) -> None:
-    for m in _ACCOUNT_GROUPED.finditer(text):
+def _find_grouped_accounts(text: str, lo: int, hi: int, out: list[_Candidate]) -> None:
+    for m in _ACCOUNT_GROUPED.finditer(text, lo, hi):
         groups = _DIGIT_GROUP.findall(m.group())
         layout = tuple(len(g) for g in groups)
+        # 3-2-5 is the business registration number layout: companies, not people.
         if not 10 <= sum(layout) <= 14 or layout == (3, 2, 5) or _starts_with_date(groups):
             continue
         out.append((PiiKind.ACCOUNT, m.start(), m.end(), 0.85 if layout in _BANK_LAYOUTS else 0.6))
 
 
-def _has_account_context(text: str, start: int, end: int) -> bool:
-    return (
-        _ACCOUNT_CONTEXT.search(text, max(0, start - 20), start) is not None
-        or _ACCOUNT_CONTEXT.search(text, end, end + 10) is not None
-    )
-
-
-def _find_context_accounts(text: str, out: list[_Candidate]) -> None:
-    for m in _ACCOUNT_LOOSE.finditer(text):
+def _find_context_accounts(text: str, lo: int, hi: int, out: list[_Candidate], first: int) -> None:
+    """10-16 digit runs that no other rule took, when an account word is near."""
+    for m in _ACCOUNT_LOOSE.finditer(text, lo, hi):
+        start, end = m.span()
+        if any(c[1] <= start and end <= c[2] for c in out[first:]):
+            continue
         groups = _DIGIT_GROUP.findall(m.group())
         n_digits = sum(len(g) for g in groups)
-        if not 10 <= n_digits <= 16 or _starts_with_date(groups):
+        if not 10 <= n_digits <= 16 or _starts_with_date(groups) or _AMOUNT_AFTER.match(text, end):
             continue
-        start, end = m.span()
-        if _AMOUNT_AFTER.match(text, end) or not _has_account_context(text, start, end):
+        if not _near(_ACCOUNT_CONTEXT, text, start, end, 20, 10):
             continue
-        if [len(g) for g in groups] == [3, 2, 5] and _BUSINESS_CONTEXT.search(text, max(0, start - 20), end + 10):
-            continue
+        if len(groups) == 3 and n_digits == 10 and _near(_BUSINESS_CONTEXT, text, start, end, 25, 10):
+            continue  # 123-45-67890 next to 사업자: a business registration number
         out.append((PiiKind.ACCOUNT, start, end, 0.7))
 
 
-def _find_labelled(
-    text: str, pattern: re.Pattern[str], label: re.Pattern[str], kind: PiiKind, out: list[_Candidate]
-) -> None:
-    """Formats too generic to mask on their own: require a label just before."""
-    for m in pattern.finditer(text):
-        if label.search(text, max(0, m.start() - 25), m.start()):
-            out.append((kind, m.start(), m.end(), 0.9))
+def _find_licences(text: str, lo: int, hi: int, out: list[_Candidate]) -> None:
+    for m in _LICENSE.finditer(text, lo, hi):
+        # 25 chars: room for "운전면허번호: 서울 " between the label and the digits.
+        if _near(_LICENSE_LABEL, text, m.start(), m.end(), 25):
+            out.append((PiiKind.DRIVER_LICENSE, m.start(), m.end(), 0.9))
+
+
+def _scan_numeric_cluster(text: str, start: int, end: int, out: list[_Candidate]) -> None:
+    # Window: 2 chars before for "+ 82" / "(02", 3 after for the trailing guards.
+    lo, hi = max(0, start - 2), min(len(text), end + 3)
+    first = len(out)
+    size = end - start
+    if size >= 13:  # RRN and card numbers have >= 13 digits
+        _find_rrn(text, lo, hi, out)
+        _find_cards(text, lo, hi, out)
+    _find_phones(text, lo, hi, out)
+    if size >= 10:
+        _find_grouped_accounts(text, lo, hi, out)
+        _find_context_accounts(text, lo, hi, out, first)
+        _find_licences(text, lo, hi, out)
 
 
 def _find_emails(text: str, out: list[_Candidate]) -> None:
-    # Start scanning just before the first "@": a local part is <= 64 chars.
-    pos = max(0, text.find("@") - 64)
-    for m in _EMAIL.finditer(text, pos):
+    # Start just before the first "@": a local part is at most 64 chars.
+    for m in _EMAIL.finditer(text, max(0, text.find("@") - 64)):
         out.append((PiiKind.EMAIL, m.start(), m.end(), 0.99))
 
 
@@ -427,28 +453,26 @@ def detect(text: str) -> list[Detection]:
     """Find PII by value format; non-overlapping detections sorted by start."""
     if not text:
         return []
+    clusters = list(_CLUSTER.finditer(text))
     has_at = "@" in text
     scan = text
-    if not text.isascii() and _FOLDABLE.search(text):
+    if not text.isascii() and (
+        any(not m.group().isascii() for m in clusters) or (not has_at and "\uff20" in text)  # full-width digits/@
+    ):
         scan = text.translate(_FOLD)
+        clusters = list(_CLUSTER.finditer(scan))
         has_at = "@" in scan
-    numeric = _NUMERIC_GATE.search(scan) is not None
-    if not numeric and not has_at:
+    if not clusters and not has_at:
         return []
 
     found: list[_Candidate] = []
     if has_at:
         _find_emails(scan, found)
-    if numeric:
-        _find_rrn(scan, found)
-        _find_phones(scan, found)
-        _find_cards(scan, found)
-        _find_grouped_accounts(scan, found)
-        if _ACCOUNT_CONTEXT.search(scan):
-            _find_context_accounts(scan, found)
-        if _LABEL.search(scan):
-            _find_labelled(scan, _PASSPORT, _PASSPORT_LABEL, PiiKind.PASSPORT, found)
-            _find_labelled(scan, _LICENSE, _LICENSE_LABEL, PiiKind.DRIVER_LICENSE, found)
+    for m in clusters:
+        if m.group("pp") is None:
+            _scan_numeric_cluster(scan, m.start(), m.end(), found)
+        elif _near(_PASSPORT_LABEL, scan, m.start(), m.end(), 25):
+            found.append((PiiKind.PASSPORT, m.start(), m.end(), 0.9))
     if not found:
         return []
     return [Detection(kind, s, e, text[s:e], conf) for kind, s, e, conf in _resolve(found)]

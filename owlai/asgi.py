@@ -15,6 +15,9 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
 from chat.routing import websocket_urlpatterns  # noqa: E402
+from governance.exposure import log_startup_warnings  # noqa: E402
+
+log_startup_warnings()
 
 application = ProtocolTypeRouter(
     {

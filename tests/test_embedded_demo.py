@@ -73,26 +73,32 @@ def test_make_run_profile_serves_a_working_demo(tmp_path):
         models = json.loads(opener.open(f"{base}/api/models/").read())
         assert any(m["offline_demo"] for m in models)
 
-        events = []
-        with connect(
-            f"ws://127.0.0.1:{port}/ws/chat/{conversation['id']}/",
-            additional_headers={"Cookie": f"sessionid={cookies['sessionid']}"},
-            origin=base,
-        ) as ws:
-            ws.send(
-                json.dumps({"type": "turn.start", "text": "SELECT city, count(*) AS n FROM customers GROUP BY city"})
-            )
-            deadline = time.monotonic() + 60
-            while time.monotonic() < deadline:
-                events.append(json.loads(ws.recv(timeout=30)))
-                if events[-1]["type"] == "turn.finished":
-                    break
-        kinds = [e["type"] for e in events]
-        assert kinds[-1] == "turn.finished" and events[-1]["status"] == "completed", events
+        def ask(text: str) -> list[dict]:
+            events = []
+            with connect(
+                f"ws://127.0.0.1:{port}/ws/chat/{conversation['id']}/",
+                additional_headers={"Cookie": f"sessionid={cookies['sessionid']}"},
+                origin=base,
+            ) as ws:
+                ws.send(json.dumps({"type": "turn.start", "text": text}))
+                deadline = time.monotonic() + 60
+                while time.monotonic() < deadline:
+                    events.append(json.loads(ws.recv(timeout=30)))
+                    if events[-1]["type"] == "turn.finished":
+                        break
+            assert events[-1]["type"] == "turn.finished" and events[-1]["status"] == "completed", events
+            return events
+
+        events = ask("SELECT city, count(*) AS n FROM customers GROUP BY city")
         finished = next(e for e in events if e["type"] == "tool.finished")
         assert finished["outcome"] == "success" and finished["row_count"] > 1
         answer = next(e for e in events if e["type"] == "message.completed")["text"]
         assert "| city | n |" in answer
+
+        events = ask("검색 환불")
+        finished = next(e for e in events if e["type"] == "tool.finished")
+        assert (finished["tool"], finished["outcome"]) == ("search_documents", "success")
+        assert "환불 정책" in next(e for e in events if e["type"] == "message.completed")["text"]
     finally:
         server.terminate()
         server.wait(timeout=15)

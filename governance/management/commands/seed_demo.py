@@ -21,7 +21,17 @@ from django.utils.translation import gettext as _
 
 from governance.demo_company import build_demo_company_db
 from governance.field_crypto import SecretUnavailable
-from governance.models import DbConnection, DbEngine, DbGrant, Feature, FeatureDefault, LlmModel, Role
+from governance.models import (
+    DbConnection,
+    DbEngine,
+    DbGrant,
+    Document,
+    DocumentCollection,
+    Feature,
+    FeatureDefault,
+    LlmModel,
+    Role,
+)
 from governance.services import (
     db_connection_dsn,
     db_connection_set_stored_dsn,
@@ -51,6 +61,14 @@ def sqlite_dsn(path: Path) -> str:
     return "sqlite:///" + quote(path.as_posix(), safe="/")
 
 
+DEMO_COLLECTION = "company_policies"
+DEMO_DOCUMENTS = [
+    ("환불 정책", "상품 수령 후 7일 이내에 환불을 요청할 수 있습니다. 단순 변심은 왕복 배송비를 고객이 부담합니다."),
+    ("배송 안내", "평일 오후 2시 이전 결제 건은 당일 출고합니다. 도서산간 지역은 2~3일이 더 걸릴 수 있습니다."),
+    ("교환 절차", "교환은 상담 채널로 접수한 뒤 회수 기사가 방문합니다. 불량 상품의 교환 배송비는 회사가 부담합니다."),
+]
+
+
 class Command(BaseCommand):
     help = _("Create the demo company database, demo users, roles and grants (only what is missing).")
 
@@ -77,7 +95,10 @@ class Command(BaseCommand):
             admin, admin_created = self._user("admin", password="admin", superuser=True)
             staff, staff_created = self._user("staff", password="staff", superuser=False)
             connection = self._connection(path)
-            self._role(SALES_ROLE, users=[staff, admin], connection=connection, whole_database=True, tables=[])
+            sales_role = self._role(
+                SALES_ROLE, users=[staff, admin], connection=connection, whole_database=True, tables=[]
+            )
+            sales_role.document_collections.add(self._policies())
             self._role(SUPPORT_ROLE, users=[], connection=connection, whole_database=False, tables=SUPPORT_TABLES)
             chat_model = self._chat_default()
 
@@ -111,6 +132,17 @@ class Command(BaseCommand):
         if current != wanted:
             db_connection_set_stored_dsn(connection=connection, dsn=wanted)
         return connection
+
+    @staticmethod
+    def _policies() -> DocumentCollection:
+        """A small document collection so the demo can show search_documents."""
+        collection, created = DocumentCollection.objects.get_or_create(
+            name=DEMO_COLLECTION, defaults={"business_summary": _("Company policies: refunds, delivery, exchanges")}
+        )
+        if created:
+            for title, body in DEMO_DOCUMENTS:
+                Document.objects.create(collection=collection, title=title, body=body)
+        return collection
 
     @staticmethod
     def _role(name: str, *, users: list, connection: DbConnection, whole_database: bool, tables: list[str]) -> Role:
