@@ -141,105 +141,131 @@ class Detection:
 
 
 # --------------------------------------------------------------------------
-# Pre-processing
+# Stage 1: one cheap pass over the raw text
 # --------------------------------------------------------------------------
 
-# Full-width ASCII (U+FF01..U+FF5E), the ideographic space and Unicode dashes
-# map to one ASCII character each, so a folded copy keeps every offset and the
-# detectors below can be written for ASCII only.
-_FOLD = {cp: cp - 0xFEE0 for cp in range(0xFF01, 0xFF5F)}
-_FOLD.update(dict.fromkeys((0x2010, 0x2011, 0x2012, 0x2013, 0x2014, 0x2015, 0x2212, 0xFE63), 0x2D))
-_FOLD[0x3000] = 0x20
+# Dash-like characters accepted between digit groups in the raw text.
 _DASHES = "\u2010-\u2015\u2212\ufe63\uff0d"
 
-# Stage 1: ONE pass over the raw text finds "clusters", the only regions where
-# a numeric format can be: >= 9 digits chained by separators (no Korean phone,
-# RRN, card, account or licence number has fewer), a 15xx-xxxx business
-# number, or a passport-shaped token. Dates (8 digits), amounts (commas),
-# times and short numbers never form a cluster, so most cells cost one pass.
-# `\d` is Unicode here on purpose: full-width digits must form clusters too.
-_CLUSTER = re.compile(
+# Finds the only regions where a format can be: >= 9 digits chained by
+# separators (no Korean phone, RRN, card, account or licence number has fewer),
+# a 15xx-xxxx business number, or a passport label. Dates (8 digits), amounts
+# (commas), times and short numbers never match, so most cells cost this one
+# pass. It starts with a character class, which lets `re` skip the other
+# characters in C. `\d` is Unicode on purpose: full-width digits count too.
+_STAGE1 = re.compile(
     rf"""
-    (?P<num>
-        \d(?:[-.()+ \t\u3000\uff08\uff09\uff0b\uff0e{_DASHES}]{{0,3}}\d){{8,}}
-      | 1[568]\d\d[ \t]?[-{_DASHES}][ \t]?\d{{4}}
-    )
-    | (?P<pp>(?<![A-Za-z0-9])(?:[A-Za-z]{{1,2}}\d{{7,8}}|[A-Za-z]\d{{3}}[A-Za-z]\d{{4}})(?![A-Za-z0-9]))
+      \d(?:[-.()+ \t\u3000\uff08\uff09\uff0b\uff0e{_DASHES}]{{0,3}}\d){{8,}}
+    | 1[568]\d\d[ \t]?[-{_DASHES}][ \t]?\d{{4}}
+    | (?P<passport>여권|[Pp]assport|PASSPORT)
     """,
     re.VERBOSE,
 )
 
+# Full-width ASCII (U+FF01..U+FF5E), the ideographic space and Unicode dashes
+# map to one ASCII character each: a folded copy keeps every offset, so stage 2
+# can be written for ASCII only and spans still index the original text.
+_FOLD = {cp: cp - 0xFEE0 for cp in range(0xFF01, 0xFF5F)}
+_FOLD.update(dict.fromkeys((0x2010, 0x2011, 0x2012, 0x2013, 0x2014, 0x2015, 0x2212, 0xFE63), 0x2D))
+_FOLD[0x3000] = 0x20
+_FOLDABLE = re.compile(f"[\uff01-\uff5e\u3000{_DASHES}]")
+
 # --------------------------------------------------------------------------
-# Stage 2 patterns: run only inside a cluster's window, on folded (ASCII) text
+# Stage 2: one "master" regex per stage-1 region, on folded (ASCII) text
 # --------------------------------------------------------------------------
+#
+# At every position that does not continue a digit run, each format is tried
+# in its own optional lookahead and captured if it matches; a final
+# conditional drops positions where nothing matched. One pass in C thus yields
+# every candidate of every kind, overlapping ones included, and Python only
+# validates them (dates, Luhn, layouts) and resolves overlaps.
 
 # Separator inside a phone / RRN / licence: hyphen or dot (optionally spaced)
-# or a single space.
+# or one space. Cards: no dots (1.2.3-style runs are versions, not cards).
 _SEP = r"(?:[ \t]?[-.][ \t]?|[ \t])"
-# Card separator: no dots (1.2.3 style runs are versions, not cards).
 _CSEP = r"(?:[ \t]?-[ \t]?|[ \t])"
 
-# National significant prefixes (without the trunk 0), longest first.
+# National significant prefixes without the trunk 0, longest first: mobile
+# 10-19, Seoul 2, area codes 31-33/41-44/51-55/61-64, 050X, 060/070/080.
 _NAT = r"(?:50\d|1[016-9]|2|3[1-3]|4[1-4]|5[1-5]|6[1-4]|[678]0)"
 
-_PHONE = re.compile(
-    rf"""
-    (?<!\d)
+_PHONE_BODY = rf"""
     (?:
-        (?:
-            (?:\+[ \t]?82|00[ \t]?82|82(?=[ \t.-]))    # +82, 0082, or 82 followed by a separator
-            {_SEP}?(?:\(0\)[ \t]?)?0?{_NAT}\)?
-          | \(0{_NAT}\)                                 # (02)123-4567
-          | 0{_NAT}\)?                                  # 02-..., 02)123-4567 (common Korean style)
-        )
-        {_SEP}?[1-9]\d{{2,3}}{_SEP}?\d{{4}}             # an exchange never starts with 0
-      | (?P<biz>1[568]\d\d[ \t]?-[ \t]?\d{{4}})(?![ \t]*[원년])   # 1500-2000원 is a price range
+        (?:\+[ \t]?82|00[ \t]?82|82(?=[ \t.-])){_SEP}?(?:\(0\)[ \t]?)?0?{_NAT}\)?   # +82 / 0082 / "82-"
+      | \(0{_NAT}\)                                                               # (02)123-4567
+      | 0{_NAT}\)?                                                                # 02-..., 02)123-4567
     )
-    (?!\d)
-    """,
-    re.ASCII | re.VERBOSE,
-)
+    {_SEP}?[1-9]\d{{2,3}}{_SEP}?\d{{4}}(?!\d)      # no exchange starts with 0: "02 010-..." is not one number
+  | (?P<biz>1[568]\d\d[ \t]?-[ \t]?\d{{4}}(?!\d)(?![ \t]*[원년]))   # not "1500-2000원" (a price range)
+"""
 
-_RRN = re.compile(
-    r"(?<!\d)(\d\d)(0[1-9]|1[0-2])(0[1-9]|[12]\d|3[01])(?P<sep>[ \t]?-[ \t]?|[ \t])?([1-8])\d{6}(?!\d)",
-    re.ASCII,
-)
+# Date-valid YYMMDD (day-in-month is checked in Python), gender/century digit
+# 1-8 (5-8: foreigners). Hyphen, space or nothing.
+_RRN_BODY = r"\d\d(?:0[1-9]|1[0-2])(?:0[1-9]|[12]\d|3[01])(?:[ \t]?-[ \t]?|[ \t])?[1-8]\d{6}(?!\d)"
 
-_CARD = re.compile(
-    rf"""
-    (?<!\d)
-    (?:
-        \d{{4}}(?:{_CSEP}\d{{4}}){{3}}(?:{_CSEP}\d{{1,3}})?   # 4-4-4-4, 4-4-4-4-3
-      | \d{{4}}{_CSEP}\d{{6}}{_CSEP}\d{{4,5}}                 # Amex 4-6-5, Diners 4-6-4
-      | (?P<bare>(?<![A-Za-z])\d{{13,19}})
-    )
-    (?!\d)
-    """,
-    re.ASCII | re.VERBOSE,
-)
+_CARD_BODY = rf"""
+    (?P<card16>\d{{4}}(?:{_CSEP}\d{{4}}){{3}})(?:{_CSEP}\d{{3}})?(?!\d)   # 4-4-4-4, 4-4-4-4-3
+  | \d{{4}}{_CSEP}\d{{6}}{_CSEP}\d{{4,5}}(?!\d)                          # Amex 4-6-5, Diners 4-6-4
+  | (?<![A-Za-z])\d{{13,19}}(?!\d)                                      # bare, not glued to a code
+"""
 
 # A digit run glued to letters by "-", "_" or "/" is part of a code
-# (ORD-2024-000123, a716-446655440000), not an account.
+# (ORD-2024-000123, a716-446655440000), never an account.
 _CODE_BEFORE = r"(?<![A-Za-z0-9_])(?<![A-Za-z0-9_][-_/])"
 _CODE_AFTER = r"(?![A-Za-z0-9_])(?![-_/][A-Za-z0-9])"
-_TEN_DIGITS_AHEAD = r"(?=(?:[ \t]?[-.]?[ \t]?\d){10})"  # cheap pre-filter, the count is checked again
+_TEN_DIGITS_AHEAD = r"(?=(?:[ \t]?[-.]?[ \t]?\d){10})"  # cheap pre-filter; Python counts exactly
 
-_ACCOUNT_GROUPED = re.compile(
-    rf"{_CODE_BEFORE}{_TEN_DIGITS_AHEAD}\d{{2,6}}(?:[ \t]?-[ \t]?\d{{1,7}}){{2,3}}{_CODE_AFTER}",
+# Bank layouts: 3-4 hyphenated groups (2-6 digits first). Totals checked in Python.
+_ACCOUNT_BODY = rf"{_CODE_BEFORE}{_TEN_DIGITS_AHEAD}\d{{2,6}}(?:[ \t]?-[ \t]?\d{{1,7}}){{2,3}}{_CODE_AFTER}"
+# Only used with an account word nearby: bare runs, or groups joined by
+# hyphens/dots. Not spaces: "입금 1234567890 2024-01-15" is two numbers.
+_LOOSE_BODY = rf"{_CODE_BEFORE}{_TEN_DIGITS_AHEAD}\d+(?:[ \t]?[-.][ \t]?\d+){{0,4}}{_CODE_AFTER}"
+# Driver's licence: [region 2] year 2, serial 6, check 2. Needs a label.
+_LICENSE_BODY = rf"(?:\d\d{_SEP}?)?\d\d{_SEP}?\d{{6}}{_SEP}?\d\d(?!\d)"
+
+_MASTER = re.compile(
+    rf"""
+    (?<![0-9])
+    (?:(?=(?P<rrn>{_RRN_BODY})))?
+    (?:(?=(?P<card>{_CARD_BODY})))?
+    (?:(?=(?P<phone>{_PHONE_BODY})))?
+    (?:(?=(?P<account>{_ACCOUNT_BODY})))?
+    (?:(?=(?P<loose>{_LOOSE_BODY})))?
+    (?:(?=(?P<licence>{_LICENSE_BODY})))?
+    (?(rrn)|(?(card)|(?(phone)|(?(account)|(?(loose)|(?(licence)|(?!)))))))
+    """,
+    re.ASCII | re.VERBOSE,
+)
+_MASTER_GROUPS = ("rrn", "card", "phone", "account", "loose", "licence")
+
+_PASSPORT = re.compile(
+    r"(?<![A-Za-z0-9])(?:[A-Za-z]{1,2}\d{7,8}|[A-Za-z]\d{3}[A-Za-z]\d{4})(?![A-Za-z0-9])",
     re.ASCII,
 )
-# With an account word nearby: bare runs, or groups joined by hyphens/dots.
-# (Not spaces: "입금 1234567890 2024-01-15" must not become one 18-digit run.)
-_ACCOUNT_LOOSE = re.compile(
-    rf"{_CODE_BEFORE}{_TEN_DIGITS_AHEAD}\d+(?:[ \t]?[-.][ \t]?\d+){{0,4}}{_CODE_AFTER}",
-    re.ASCII,
+
+# E-mail. Local part and domain are bounded (64 chars / 8 labels), so a long
+# run of letters or dots costs linear time, never quadratic.
+_EMAIL = re.compile(
+    r"""
+    (?<![A-Za-z0-9_%+-])
+    [A-Za-z0-9_%+-](?:[A-Za-z0-9_%+.-]{0,62}[A-Za-z0-9_%+-])?
+    @
+    (?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.){1,8}
+    (?:[A-Za-z]{2,24}|xn--[A-Za-z0-9-]{1,59})
+    (?![A-Za-z0-9-])
+    """,
+    re.ASCII | re.VERBOSE,
 )
-# Searched in a lowercased window, hence no IGNORECASE (which makes `re` slow).
+
+# Context words, searched in a short lowercased window (IGNORECASE makes `re`
+# much slower). Short bank names are included on purpose: "국민 1234567890123"
+# is how people write it, and over-masking is the safe side.
 _ACCOUNT_CONTEXT = re.compile(
     "계좌|입금|송금|이체|환불|예금|통장|은행|뱅크|국민|신한|우리|하나|농협|기업|카카오|토스|"
     "우체국|새마을|신협|수협|축협|account|acct|a/c|bank|iban"
 )
 _BUSINESS_CONTEXT = re.compile("사업자|business|brn")
+_LICENSE_LABEL = re.compile("면허|licen[cs]e|driver")
 _AMOUNT_AFTER = re.compile(r"[ \t]*(?:원|won|krw)", re.IGNORECASE)
 
 # Well-known bank layouts (group lengths) get a higher confidence.
@@ -260,31 +286,13 @@ _BANK_LAYOUTS = frozenset(
     }
 )
 
-_PASSPORT_LABEL = re.compile("여권|passport")
-_LICENSE_LABEL = re.compile("면허|licen[cs]e|driver")
-_LICENSE = re.compile(rf"(?<!\d)(?:\d\d{_SEP}?)?\d\d{_SEP}?\d{{6}}{_SEP}?\d\d(?!\d)", re.ASCII)
-
-# E-mail. Local part and domain are bounded (64 chars / 8 labels) so a long
-# run of letters or dots costs linear time, never quadratic.
-_EMAIL = re.compile(
-    r"""
-    (?<![A-Za-z0-9_%+-])
-    [A-Za-z0-9_%+-](?:[A-Za-z0-9_%+.-]{0,62}[A-Za-z0-9_%+-])?
-    @
-    (?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.){1,8}
-    (?:[A-Za-z]{2,24}|xn--[A-Za-z0-9-]{1,59})
-    (?![A-Za-z0-9-])
-    """,
-    re.ASCII | re.VERBOSE,
-)
-
 _NON_DIGIT = re.compile(r"\D", re.ASCII)
 _DIGIT_GROUP = re.compile(r"\d+", re.ASCII)
 _DAYS_IN_MONTH = (0, 31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
 _RRN_WEIGHTS = (2, 3, 4, 5, 6, 7, 8, 9, 2, 3, 4, 5)
 
-# Candidate tuple: (kind, start, end, confidence). Detection objects are built
-# only for the survivors of overlap resolution.
+# Candidate: (kind, start, end, confidence). Detection objects are built only
+# for the survivors of overlap resolution.
 _Candidate = tuple[PiiKind, int, int, float]
 
 
@@ -307,20 +315,19 @@ def _luhn_ok(digits: str) -> bool:
 
 def _rrn_checksum_ok(digits: str, foreigner: bool) -> bool:
     total = sum((ord(c) - 48) * w for c, w in zip(digits, _RRN_WEIGHTS, strict=False))
-    base = 13 if foreigner else 11
-    return (base - total % 11) % 10 == ord(digits[12]) - 48
+    return ((13 if foreigner else 11) - total % 11) % 10 == ord(digits[12]) - 48
 
 
 def _is_date(year4: str, month: str, day: str) -> bool:
     """YYYY MM DD with a plausible year (1900-2099)."""
     if len(year4) != 4 or year4[:2] not in ("19", "20") or len(month) != 2 or len(day) != 2:
         return False
-    m, d = int(month), int(day)
-    return 1 <= m <= 12 and 1 <= d <= _DAYS_IN_MONTH[m]
+    m = int(month)
+    return 1 <= m <= 12 and 1 <= int(day) <= _DAYS_IN_MONTH[m]
 
 
 def _starts_with_date(groups: list[str]) -> bool:
-    """2024-01-15-0001 or 20240115123000: timestamps and date-based serials."""
+    """2024-01-15-0001, 20240115-0001, 20240115123000: timestamps and date-based serials."""
     if len(groups) >= 3 and _is_date(groups[0], groups[1], groups[2]):
         return True
     first = groups[0]
@@ -328,112 +335,115 @@ def _starts_with_date(groups: list[str]) -> bool:
 
 
 def _near(label: re.Pattern[str], text: str, start: int, end: int, before: int, after: int = 0) -> bool:
-    """Does `label` occur within `before` chars before the span (or `after` chars after)?"""
+    """Does `label` occur within `before` chars before the span (or `after` chars after it)?"""
     if label.search(text[max(0, start - before) : start].lower()):
         return True
     return after > 0 and label.search(text[end : end + after].lower()) is not None
 
 
 # --------------------------------------------------------------------------
-# Finders: each appends (kind, start, end, confidence) candidates to `out`,
-# scanning text[lo:hi] (lookbehinds still see the text before `lo`).
+# Candidate rules: (kind, confidence) for a captured value, or None
 # --------------------------------------------------------------------------
 
 
-def _find_rrn(text: str, lo: int, hi: int, out: list[_Candidate]) -> None:
-    for m in _RRN.finditer(text, lo, hi):
-        month, day = int(m.group(2)), int(m.group(3))
-        if day > _DAYS_IN_MONTH[month]:
-            continue
-        digits = _NON_DIGIT.sub("", m.group())
-        foreigner = m.group(5) in "5678"
-        if _rrn_checksum_ok(digits, foreigner):
-            conf = 0.99
-        else:  # numbers issued since Oct 2020 are random: keep them, a bit less sure
-            conf = 0.9 if m.group("sep") else 0.8
-        out.append((PiiKind.FOREIGNER_RN if foreigner else PiiKind.RRN, m.start(), m.end(), conf))
+def _rrn_candidate(value: str) -> tuple[PiiKind, float] | None:
+    digits = _NON_DIGIT.sub("", value)
+    month, day = int(digits[2:4]), int(digits[4:6])
+    if day > _DAYS_IN_MONTH[month]:  # Feb 29 is always allowed (no century known for sure)
+        return None
+    foreigner = digits[6] in "5678"
+    kind = PiiKind.FOREIGNER_RN if foreigner else PiiKind.RRN
+    if _rrn_checksum_ok(digits, foreigner):
+        return kind, 0.99
+    # Numbers issued since Oct 2020 are random: the checksum never rejects.
+    return kind, (0.9 if len(value) > 13 else 0.8)
 
 
-def _find_phones(text: str, lo: int, hi: int, out: list[_Candidate]) -> None:
-    for m in _PHONE.finditer(text, lo, hi):
-        if m.group("biz"):
-            conf = 0.6
-        elif _normalise_phone(m.group()).startswith("01"):
-            conf = 0.95  # mobile
-        else:
-            conf = 0.75 if m.group().isdigit() else 0.9  # bare landlines look like IDs more often
-        out.append((PiiKind.PHONE, m.start(), m.end(), conf))
+def _card_confidence(value: str) -> float | None:
+    if value.isdigit():
+        # Bare runs also need a card industry digit (2-6, or 9 for Korean
+        # domestic brands): with Luhn alone one random long ID in ten would
+        # be masked as a card.
+        return 0.85 if value[0] in "234569" and _luhn_ok(value) else None
+    return 0.95 if _luhn_ok(_NON_DIGIT.sub("", value)) else None
 
 
-def _find_cards(text: str, lo: int, hi: int, out: list[_Candidate]) -> None:
-    for m in _CARD.finditer(text, lo, hi):
-        bare = m.group("bare")
-        digits = bare or _NON_DIGIT.sub("", m.group())
-        if not 13 <= len(digits) <= 19 or not _luhn_ok(digits):
-            continue
-        if bare and digits[0] not in "234569":  # card industry digits; 9 = Korean domestic brands
-            continue
-        out.append((PiiKind.CARD, m.start(), m.end(), 0.85 if bare else 0.95))
+def _phone_confidence(value: str, business: bool) -> float:
+    if business:
+        return 0.6
+    if _normalise_phone(value).startswith("01"):
+        return 0.95  # mobile
+    return 0.75 if value.isdigit() else 0.9  # bare landlines look like IDs more often
 
 
-def _find_grouped_accounts(text: str, lo: int, hi: int, out: list[_Candidate]) -> None:
-    for m in _ACCOUNT_GROUPED.finditer(text, lo, hi):
-        groups = _DIGIT_GROUP.findall(m.group())
-        layout = tuple(len(g) for g in groups)
-        # 3-2-5 is the business registration number layout: companies, not people.
-        if not 10 <= sum(layout) <= 14 or layout == (3, 2, 5) or _starts_with_date(groups):
-            continue
-        out.append((PiiKind.ACCOUNT, m.start(), m.end(), 0.85 if layout in _BANK_LAYOUTS else 0.6))
+def _account_confidence(value: str) -> float | None:
+    groups = _DIGIT_GROUP.findall(value)
+    layout = tuple(len(g) for g in groups)
+    # 3-2-5 is the business registration number layout: companies, not people.
+    if not 10 <= sum(layout) <= 14 or layout == (3, 2, 5) or _starts_with_date(groups):
+        return None
+    return 0.85 if layout in _BANK_LAYOUTS else 0.6
 
 
-def _find_context_accounts(text: str, lo: int, hi: int, out: list[_Candidate], first: int) -> None:
-    """10-16 digit runs that no other rule took, when an account word is near."""
-    for m in _ACCOUNT_LOOSE.finditer(text, lo, hi):
-        start, end = m.span()
-        if any(c[1] <= start and end <= c[2] for c in out[first:]):
-            continue
-        groups = _DIGIT_GROUP.findall(m.group())
-        n_digits = sum(len(g) for g in groups)
-        if not 10 <= n_digits <= 16 or _starts_with_date(groups) or _AMOUNT_AFTER.match(text, end):
-            continue
-        if not _near(_ACCOUNT_CONTEXT, text, start, end, 20, 10):
-            continue
-        if len(groups) == 3 and n_digits == 10 and _near(_BUSINESS_CONTEXT, text, start, end, 25, 10):
-            continue  # 123-45-67890 next to 사업자: a business registration number
-        out.append((PiiKind.ACCOUNT, start, end, 0.7))
+def _loose_account_ok(text: str, start: int, end: int) -> bool:
+    """A 10-16 digit run no other rule took: an account only next to an account word."""
+    groups = _DIGIT_GROUP.findall(text, start, end)
+    n_digits = sum(len(g) for g in groups)
+    if not 10 <= n_digits <= 16 or _starts_with_date(groups) or _AMOUNT_AFTER.match(text, end):
+        return False
+    if not _near(_ACCOUNT_CONTEXT, text, start, end, 20, 10):
+        return False
+    # 123-45-67890 next to 사업자 stays a business registration number.
+    return not (len(groups) == 3 and n_digits == 10 and _near(_BUSINESS_CONTEXT, text, start, end, 25, 10))
 
 
-def _find_licences(text: str, lo: int, hi: int, out: list[_Candidate]) -> None:
-    for m in _LICENSE.finditer(text, lo, hi):
+# --------------------------------------------------------------------------
+# Finders
+# --------------------------------------------------------------------------
+
+
+def _scan_region(text: str, lo: int, hi: int, out: list[_Candidate]) -> None:
+    """Collect numeric candidates in text[lo:hi] (lookbehinds still see before `lo`)."""
+    for m in _MASTER.finditer(text, lo, hi):
+        start = m.start()
+        rrn, card, phone, account, loose, licence = m.group(*_MASTER_GROUPS)
+        taken = 0  # end of the longest validated candidate at this start
+        if rrn and (hit := _rrn_candidate(rrn)):
+            taken = start + len(rrn)
+            out.append((hit[0], start, taken, hit[1]))
+        if card:
+            conf = _card_confidence(card)
+            card16 = m.group("card16")
+            if conf is None and card16 and card16 != card:  # 19 digits invalid: maybe 16 + noise
+                card, conf = card16, _card_confidence(card16)
+            if conf is not None:
+                taken = max(taken, start + len(card))
+                out.append((PiiKind.CARD, start, start + len(card), conf))
+        if phone:
+            taken = max(taken, start + len(phone))
+            out.append((PiiKind.PHONE, start, start + len(phone), _phone_confidence(phone, bool(m.group("biz")))))
+        if account and (conf := _account_confidence(account)) is not None:
+            taken = max(taken, start + len(account))
+            out.append((PiiKind.ACCOUNT, start, start + len(account), conf))
+        if loose and start + len(loose) > taken and _loose_account_ok(text, start, start + len(loose)):
+            out.append((PiiKind.ACCOUNT, start, start + len(loose), 0.7))
         # 25 chars: room for "운전면허번호: 서울 " between the label and the digits.
-        if _near(_LICENSE_LABEL, text, m.start(), m.end(), 25):
-            out.append((PiiKind.DRIVER_LICENSE, m.start(), m.end(), 0.9))
+        if licence and _near(_LICENSE_LABEL, text, start, start + len(licence), 25):
+            out.append((PiiKind.DRIVER_LICENSE, start, start + len(licence), 0.9))
 
 
-def _scan_numeric_cluster(text: str, start: int, end: int, out: list[_Candidate]) -> None:
-    # Window: 2 chars before for "+ 82" / "(02", 3 after for the trailing guards.
-    lo, hi = max(0, start - 2), min(len(text), end + 3)
-    first = len(out)
-    size = end - start
-    if size >= 13:  # RRN and card numbers have >= 13 digits
-        _find_rrn(text, lo, hi, out)
-        _find_cards(text, lo, hi, out)
-    _find_phones(text, lo, hi, out)
-    if size >= 10:
-        _find_grouped_accounts(text, lo, hi, out)
-        _find_context_accounts(text, lo, hi, out, first)
-        _find_licences(text, lo, hi, out)
+def _find_passports(text: str, label_end: int, out: list[_Candidate]) -> None:
+    """Passport-shaped tokens are too generic alone (product codes): only right after a label."""
+    for m in _PASSPORT.finditer(text, label_end):
+        if m.start() - label_end > 25:
+            break
+        out.append((PiiKind.PASSPORT, m.start(), m.end(), 0.9))
 
 
 def _find_emails(text: str, out: list[_Candidate]) -> None:
     # Start just before the first "@": a local part is at most 64 chars.
     for m in _EMAIL.finditer(text, max(0, text.find("@") - 64)):
         out.append((PiiKind.EMAIL, m.start(), m.end(), 0.99))
-
-
-# --------------------------------------------------------------------------
-# Public API
-# --------------------------------------------------------------------------
 
 
 def _resolve(candidates: list[_Candidate]) -> list[_Candidate]:
@@ -449,30 +459,34 @@ def _resolve(candidates: list[_Candidate]) -> list[_Candidate]:
     return kept
 
 
+# --------------------------------------------------------------------------
+# Public API
+# --------------------------------------------------------------------------
+
+
 def detect(text: str) -> list[Detection]:
     """Find PII by value format; non-overlapping detections sorted by start."""
     if not text:
         return []
-    clusters = list(_CLUSTER.finditer(text))
+    first = _STAGE1.search(text)
     has_at = "@" in text
+    if first is None and not has_at:
+        return []  # the common case: names, amounts, dates, codes, plain memos
     scan = text
-    if not text.isascii() and (
-        any(not m.group().isascii() for m in clusters) or (not has_at and "\uff20" in text)  # full-width digits/@
-    ):
+    if not text.isascii() and _FOLDABLE.search(text):
         scan = text.translate(_FOLD)
-        clusters = list(_CLUSTER.finditer(scan))
-        has_at = "@" in scan
-    if not clusters and not has_at:
-        return []
+        first = _STAGE1.search(scan)
 
     found: list[_Candidate] = []
     if has_at:
         _find_emails(scan, found)
-    for m in clusters:
-        if m.group("pp") is None:
-            _scan_numeric_cluster(scan, m.start(), m.end(), found)
-        elif _near(_PASSPORT_LABEL, scan, m.start(), m.end(), 25):
-            found.append((PiiKind.PASSPORT, m.start(), m.end(), 0.9))
+    if first is not None:
+        size = len(scan)
+        for m in _STAGE1.finditer(scan, first.start()):
+            if m.group("passport"):
+                _find_passports(scan, m.end(), found)
+            else:  # 2 chars before for "+ 82" / "(02", 3 after for the trailing guards
+                _scan_region(scan, max(0, m.start() - 2), min(size, m.end() + 3), found)
     if not found:
         return []
     return [Detection(kind, s, e, text[s:e], conf) for kind, s, e, conf in _resolve(found)]
@@ -503,9 +517,9 @@ def normalise(kind: PiiKind, value: str) -> str:
         return value.translate(_FOLD).strip().lower()
     if kind is PiiKind.PASSPORT:
         return "".join(ch for ch in value.translate(_FOLD).upper() if ch.isalnum())
-    if kind in (PiiKind.NAME, PiiKind.ADDRESS):
+    if kind is PiiKind.NAME or kind is PiiKind.ADDRESS:
         return " ".join(value.translate(_FOLD).split()).casefold()
-    return _ascii_digits(value)  # RRN, FRN, card, account, driver's licence
+    return _ascii_digits(value)  # RRN, FRN, card, account, driver's licence: digits only
 
 
 def mask_text(text: str, replace: Callable[[Detection], str]) -> str:

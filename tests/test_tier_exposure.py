@@ -16,6 +16,7 @@ import pytest
 from django.db import IntegrityError, connection, transaction
 from django.urls import reverse
 
+import owlai.asgi  # noqa: F401  (imported early: its first import configures logging)
 from audit.models import ToolCallAudit
 from chat.services import conversation_create, turn_run, turn_start
 from governance.exposure import (
@@ -376,3 +377,23 @@ def test_embedding_warning_on_registration_and_as_admin_banner(public_embedding,
     assert any("cloud-embed" in m for m in messages)
     banner = client.get(reverse("admin:index")).content.decode()
     assert "owlai-banner" in banner and "cloud-embed" in banner
+
+
+def test_web_and_worker_entry_points_log_the_embedding_warning(public_embedding, caplog, monkeypatch):
+    import importlib
+
+    import django
+
+    import owlai.celery
+
+    # owlai.asgi was first imported at collection (top of this module). Django
+    # is set up already; setting it up again would reset logging and detach
+    # the capture handler.
+    monkeypatch.setattr(django, "setup", lambda *args, **kwargs: None)
+    caplog.set_level(logging.WARNING)
+    importlib.reload(owlai.asgi)
+    web = [r for r in caplog.records if "cloud-embed" in r.getMessage()]
+    caplog.clear()
+    owlai.celery._log_startup_warnings()
+    worker = [r for r in caplog.records if "cloud-embed" in r.getMessage()]
+    assert (len(web), len(worker)) == (1, 1)
