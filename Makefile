@@ -32,7 +32,9 @@ test: install
 	@if $(PY) -c "import socket; socket.create_connection(('127.0.0.1', 5432), 1).close(); socket.create_connection(('127.0.0.1', 6379), 1).close()" 2>/dev/null; then \
 		echo "make test: PostgreSQL and Redis reachable; running against them"; \
 		DATABASE_URL=$${DATABASE_URL:-$(TEST_PG_URL)} REDIS_URL=$${REDIS_URL:-$(TEST_REDIS_URL)} \
-		SECRET_KEY=$${SECRET_KEY:-owlai-test-secret-key} $(PY) -m pytest $(PYTEST_ARGS); \
+		SECRET_KEY=$${SECRET_KEY:-owlai-test-secret-key} $(PY) -m pytest $(PYTEST_ARGS) && \
+		echo "make test: second pass, the embedded (SQLite) profile's own guards" && \
+		env -u DATABASE_URL -u REDIS_URL $(PY) -m pytest -m embedded $(PYTEST_ARGS); \
 	else \
 		echo "make test: PostgreSQL/Redis not reachable; service tests will skip"; \
 		env -u DATABASE_URL -u REDIS_URL $(PY) -m pytest $(PYTEST_ARGS); \

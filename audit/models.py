@@ -58,3 +58,84 @@ class ToolCallAudit(models.Model):
 
     def __str__(self) -> str:
         return f"{self.created_at:%Y-%m-%d %H:%M:%S} {self.actor_username} {self.tool} {self.outcome}"
+
+
+class EventKind(models.TextChoices):
+    ADMIN_VIEW = "admin_view", _("Admin view")
+    PERMISSION_CHANGE = "permission_change", _("Permission change")
+    SETTINGS_CHANGE = "settings_change", _("Settings change")
+    ANALYSIS_STARTED = "analysis_started", _("Schema analysis started")
+    PII_REVEAL = "pii_reveal", _("Personal data revealed")
+    PII_REVEAL_REFUSED = "pii_reveal_refused", _("Personal data reveal refused")
+    CSV_EXPORT = "csv_export", _("CSV export")
+
+
+class AuditEvent(models.Model):
+    """Administrative events: who looked at or changed what (seed 003).
+
+    Describes resources by kind and id, never by foreign key, and never holds
+    the content that was viewed or revealed.
+    """
+
+    created_at = models.DateTimeField(_("time"), auto_now_add=True, db_index=True)
+    kind = models.CharField(_("event"), max_length=30, choices=EventKind.choices)
+    actor_id = models.BigIntegerField(_("user id"), null=True)
+    actor_username = models.CharField(_("user"), max_length=150, blank=True)
+    ip = models.GenericIPAddressField(_("IP address"), null=True, blank=True)
+    user_agent = models.CharField(_("browser"), max_length=300, blank=True)
+    resource_kind = models.CharField(_("resource kind"), max_length=50, blank=True)
+    resource_id = models.CharField(_("resource id"), max_length=64, blank=True)
+    owner_id = models.BigIntegerField(_("owner id"), null=True, blank=True)
+    owner_username = models.CharField(_("owner"), max_length=150, blank=True)
+    row_count = models.IntegerField(_("rows"), null=True, blank=True)
+    filters = models.JSONField(_("filters"), default=dict, blank=True)
+    details = models.JSONField(_("details"), default=dict, blank=True)
+
+    class Meta:
+        verbose_name = _("admin event")
+        verbose_name_plural = _("admin events")
+        ordering = ["-created_at", "-id"]
+        indexes = [
+            models.Index(fields=["kind", "-created_at"], name="audit_ev_kind_time"),
+            models.Index(fields=["actor_id", "-created_at"], name="audit_ev_actor_time"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.created_at:%Y-%m-%d %H:%M:%S} {self.actor_username} {self.kind}"
+
+
+class AuditDigest(models.Model):
+    """A keyed hash over a range of audit rows, chained to the previous digest
+    of the same table: a changed or deleted row no longer matches."""
+
+    created_at = models.DateTimeField(_("time"), auto_now_add=True)
+    table = models.CharField(_("table"), max_length=100)
+    first_id = models.BigIntegerField(_("first row id"))
+    last_id = models.BigIntegerField(_("last row id"))
+    row_count = models.IntegerField(_("rows"))
+    previous = models.CharField(_("previous digest"), max_length=64, blank=True)
+    digest = models.CharField(_("digest"), max_length=64)
+
+    class Meta:
+        verbose_name = _("audit digest")
+        verbose_name_plural = _("audit digests")
+        ordering = ["table", "last_id"]
+        indexes = [models.Index(fields=["table", "-last_id"], name="audit_digest_table_last")]
+
+    def __str__(self) -> str:
+        return f"{self.table} {self.first_id}-{self.last_id}"
+
+
+# The append-only tables: database guards and retention cover all three;
+# digests cover the records (not themselves).
+AUDIT_TABLES = ("audit_toolcallaudit", "audit_auditevent", "audit_auditdigest")
+DIGESTED_TABLES = ("audit_toolcallaudit", "audit_auditevent")
+
+
+class SqlExecution(ToolCallAudit):
+    """The SQL execution history screen: tool-call rows of `run_sql`."""
+
+    class Meta:
+        proxy = True
+        verbose_name = _("SQL execution")
+        verbose_name_plural = _("SQL execution history")

@@ -3,11 +3,15 @@ content (seed 003: auditing must not become a way to read others' chats)."""
 
 from django.contrib import admin
 
+from audit.admin_views import AuditedViewsMixin
 from chat.models import Conversation
 
 
 @admin.register(Conversation)
-class ConversationAdmin(admin.ModelAdmin):
+class ConversationAdmin(AuditedViewsMixin, admin.ModelAdmin):
+    audit_resource_kind = "conversation"
+    audit_owner_field = "owner_id"
+    audit_owner_name_field = "owner__username"
     list_display = ("id", "owner", "tier", "model", "created_at", "updated_at")
     list_filter = ("tier",)
     search_fields = ("owner__username",)

@@ -16,6 +16,7 @@ from governance.exposure import (
     record_exposure_opened,
     resource_open_to_all_models,
 )
+from governance.grant_diff import EMPTY
 from governance.models import (
     DbConnection,
     DbGrant,
@@ -27,7 +28,14 @@ from governance.models import (
     Provider,
     Role,
 )
-from governance.services import GovernanceError, db_connection_set_stored_dsn, feature_default_set, model_set_enabled
+from governance.services import (
+    GovernanceError,
+    db_connection_set_stored_dsn,
+    feature_default_set,
+    model_set_enabled,
+    role_grants_snapshot,
+    role_permission_change_record,
+)
 
 
 class ReadOnlyModelsInline(admin.TabularInline):
@@ -79,17 +87,17 @@ class LlmModelAdmin(admin.ModelAdmin):
         return False
 
     def save_model(self, request, obj, form, change) -> None:
-        model_set_enabled(model=obj, enabled=form.cleaned_data["enabled"])
+        model_set_enabled(model=obj, enabled=form.cleaned_data["enabled"], request=request)
 
     @admin.action(description=_("Enable selected models"))
     def enable_models(self, request, queryset) -> None:
         for model in queryset:
-            model_set_enabled(model=model, enabled=True)
+            model_set_enabled(model=model, enabled=True, request=request)
 
     @admin.action(description=_("Disable selected models"))
     def disable_models(self, request, queryset) -> None:
         for model in queryset:
-            model_set_enabled(model=model, enabled=False)
+            model_set_enabled(model=model, enabled=False, request=request)
 
 
 @admin.register(FeatureDefault)
@@ -113,7 +121,7 @@ class FeatureDefaultAdmin(admin.ModelAdmin):
 
     def save_model(self, request, obj, form, change) -> None:
         try:
-            feature_default_set(feature=obj.feature, model=form.cleaned_data["model"])
+            feature_default_set(feature=obj.feature, model=form.cleaned_data["model"], request=request)
         except GovernanceError as exc:
             self.message_user(request, str(exc), level=messages.ERROR)
 
@@ -180,10 +188,10 @@ class ExposureAdminMixin:
             obj.exposure = stored or obj.exposure
         super().save_model(request, obj, form, change)
         if wanted == Exposure.ALL_MODELS and obj.exposure != Exposure.ALL_MODELS:
-            resource_open_to_all_models(resource=obj, actor_id=request.user.pk)
+            resource_open_to_all_models(resource=obj, request=request)
             obj.exposure = Exposure.ALL_MODELS
         elif not change and obj.exposure == Exposure.ALL_MODELS:
-            record_exposure_opened(resource=obj, actor_id=request.user.pk)
+            record_exposure_opened(resource=obj, before=None, request=request)
         if not change and obj.exposure == Exposure.INTERNAL_ONLY:
             warning = embedding_exposure_warning()
             if warning:
@@ -245,7 +253,37 @@ class DocumentAdmin(admin.ModelAdmin):
 
 @admin.register(Role)
 class RoleAdmin(admin.ModelAdmin):
+    """Grant changes are recorded as one permission-change event per save:
+    what the request opened and what it closed (seed 003)."""
+
     list_display = ("name", "description")
     search_fields = ("name",)
     filter_horizontal = ("users", "document_collections")
+    inlines = [DbGrantInline]
+
+    def save_model(self, request, obj, form, change) -> None:
+        request._owlai_grants_before = role_grants_snapshot(role_id=obj.pk if change else None)
+        super().save_model(request, obj, form, change)
+
+    def save_related(self, request, form, formsets, change) -> None:
+        super().save_related(request, form, formsets, change)
+        role = form.instance
+        role_permission_change_record(
+            role_id=role.pk,
+            role_name=role.name,
+            before=getattr(request, "_owlai_grants_before", EMPTY),
+            after=role_grants_snapshot(role_id=role.pk),
+            request=request,
+        )
+
+    def delete_model(self, request, obj) -> None:
+        before = role_grants_snapshot(role_id=obj.pk)
+        role_id, name = obj.pk, obj.name
+        super().delete_model(request, obj)
+        role_permission_change_record(role_id=role_id, role_name=name, before=before, after=EMPTY, request=request)
+
+    def delete_queryset(self, request, queryset) -> None:
+        for role in queryset:
+            self.delete_model(request, role)
+
     inlines = [DbGrantInline]

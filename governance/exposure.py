@@ -45,40 +45,41 @@ def exposure_change_allowed(*, old: str, new: str) -> bool:
 
 
 @transaction.atomic
-def resource_open_to_all_models(*, resource: Resource, actor_id: int | None = None) -> Resource:
-    """Open a resource to external models. Irreversible."""
+def resource_open_to_all_models(*, resource: Resource, request=None) -> Resource:
+    """Open a resource to external models. Irreversible; recorded in the same
+    transaction (not recorded, not opened)."""
     locked = type(resource).objects.select_for_update().get(pk=resource.pk)
     if locked.exposure == Exposure.ALL_MODELS:
         return locked
+    before = locked.exposure
     locked.exposure = Exposure.ALL_MODELS
     locked.save(update_fields=["exposure"])
-    record_exposure_opened(resource=locked, actor_id=actor_id)
+    record_exposure_opened(resource=locked, before=before, request=request)
     return locked
 
 
-def resource_set_exposure(*, resource: Resource, exposure: str, actor_id: int | None = None) -> Resource:
+def resource_set_exposure(*, resource: Resource, exposure: str, request=None) -> Resource:
     if exposure not in Exposure.values:
         raise ExposureError(_("Unknown exposure: %(value)s") % {"value": exposure})
     current = type(resource).objects.filter(pk=resource.pk).values_list("exposure", flat=True).first()
     if current is not None and not exposure_change_allowed(old=current, new=exposure):
         raise ExposureError(CLOSE_REFUSED)
     if exposure == Exposure.ALL_MODELS:
-        return resource_open_to_all_models(resource=resource, actor_id=actor_id)
+        return resource_open_to_all_models(resource=resource, request=request)
     return resource
 
 
-def record_exposure_opened(*, resource: Resource, actor_id: int | None) -> None:
-    """Hook: opening a resource is a settings change for the audit trail.
+def record_exposure_opened(*, resource: Resource, before: str | None, request=None) -> None:
+    """Opening a resource (or creating it open) is a settings change on the record."""
+    from audit.events import audit_event_write
+    from audit.models import EventKind
 
-    The audit events of the audit-trail issue (settings changes with
-    before/after) plug in here; until then the opening is logged.
-    """
-    logger.warning(
-        "exposure opened to all models: %s %s (id %s) by user %s",
-        resource._meta.model_name,
-        resource.name,
-        resource.pk,
-        actor_id,
+    audit_event_write(
+        kind=EventKind.SETTINGS_CHANGE,
+        request=request,
+        resource_kind=resource._meta.model_name,
+        resource_id=resource.pk,
+        details={"setting": f"exposure of {resource.name}", "before": before, "after": Exposure.ALL_MODELS},
     )
 
 

@@ -2,84 +2,94 @@
 
 Before a tool result (an SQL cell, a memo written in Korean, a JSON string)
 reaches the model, personal data is masked by deterministic rules: no NLP, no
-LLM. This module is the *format* layer: it finds PII by the shape of the value
+LLM. This module is the *format* layer: it finds PII by the shape of the value,
 anywhere in a string. Another module replaces each span with a per-conversation
-token such as ``[전화번호-3]``; :func:`normalise` gives it the canonical form
-so that the same value always maps to the same token. The policy prefers
-masking too much over too little. Pure Python, stdlib ``re`` only, no Django.
+token such as ``[전화번호-3]``, using :func:`normalise` so that the same value
+always maps to the same token. The policy prefers masking too much over too
+little. Pure Python, stdlib ``re`` only, no Django.
 
 Public API
 ----------
 ``PiiKind``
-    ``str`` enum of stable machine ids (``"rrn"``, ``"phone"``, ...);
-    ``kind.label`` is the Korean label (``"전화번호"``). ``NAME`` and
-    ``ADDRESS`` are never detected here (no format); column classification
-    elsewhere uses them.
+    ``str`` enum of stable machine ids (``"rrn"``, ``"frn"``, ``"phone"``,
+    ``"email"``, ``"card"``, ``"account"``, ``"passport"``,
+    ``"driver_license"``, ``"name"``, ``"address"``); ``kind.label`` is the
+    Korean label (``"전화번호"``). ``NAME`` and ``ADDRESS`` have no format and
+    are never detected here; column classification elsewhere uses them.
 ``Detection(kind, start, end, value, confidence)``
-    frozen dataclass; ``value == text[start:end]``; ``confidence`` in 0..1.
+    Frozen dataclass; ``value == text[start:end]``; ``confidence`` in 0..1.
 ``detect(text) -> list[Detection]``
-    non-overlapping, sorted by ``start``. When candidates overlap, the longer
+    Non-overlapping, sorted by ``start``. When candidates overlap, the longer
     span wins, then the higher-priority kind (RRN/FRN > card > passport/licence
     > phone > email > account), then the higher confidence.
 ``normalise(kind, value) -> str``
-    canonical form: digits only for numeric kinds, phones in domestic form
-    (``+82 10-1234-5678`` -> ``01012345678``), e-mail lowercased, passport
-    uppercased without separators, names/addresses casefolded with single
-    spaces.
+    Canonical form: digits only for numeric kinds; phones in domestic form
+    (``+82 10-1234-5678``, ``82-10-...``, ``0082...`` -> ``01012345678``);
+    e-mail lowercased; passport uppercased without separators; names and
+    addresses casefolded with single spaces. Full-width characters are folded.
 ``mask_text(text, replace) -> str``
-    replaces every detection with ``replace(detection)``.
+    Replaces every detection with ``replace(detection)``.
 
-What is detected (and the decisions on ambiguous formats)
----------------------------------------------------------
+What is detected, and the decisions on ambiguous formats
+--------------------------------------------------------
 * Numbers are delimited with digit lookarounds, never ``\\b``: Hangul is a word
   character for ``re``, so ``전화010-1234-5678로`` would otherwise be missed.
-* Full-width forms (``０１０－１２３４``) and Unicode dashes are folded to ASCII
-  before scanning (one code point each, so offsets do not move).
-* RRN / foreigner RN: ``YYMMDD-GNNNNNN`` (hyphen, space or nothing), gender
-  digit 1-4 (RRN) or 5-8 (FRN), month/day must be a real date (Feb 29 always
-  allowed). The old checksum only raises confidence: numbers issued since
-  Oct 2020 no longer satisfy it. Corporate registration numbers (법인등록번호)
-  share the layout and are masked too (we cannot tell them apart).
+  Full-width digits/dashes (``０１０－１２３４－５６７８``) are folded to ASCII first
+  (one code point each, so offsets do not move).
+* RRN / foreigner RN: ``YYMMDD-GNNNNNN`` with hyphen, space or nothing; the
+  gender digit is 1-4 (RRN) or 5-8 (FRN); month and day must exist (Feb 29 is
+  always allowed). The old checksum only raises confidence, it never rejects:
+  numbers issued since Oct 2020 are random. Corporate registration numbers
+  (법인등록번호, 6-7 digits) share the layout and are masked too.
 * Phones: mobile 010/011/016-019, Seoul 02, area codes 031-033, 041-044,
-  051-055, 061-064, 050X, 060/070/080, with hyphen, dot, space or no
-  separator, ``(02)123-4567`` and ``02)123-4567``, and ``+82`` / ``0082`` /
-  ``82-`` international forms (with or without ``(0)``/trunk 0). The middle
-  group never starts with 0 (no Korean exchange does), which keeps ``02 010-...``
-  from being read as one number. Business numbers 15xx/16xx/18xx-xxxx are
-  detected (low confidence) only when hyphenated and not followed by 원/년
-  (``1500-2000원`` is a price range): they identify companies, but masking them
-  costs little and bare 8-digit runs are too often IDs.
-* E-mail: practical RFC subset (ASCII local part with ``. _ % + -``, so
-  subaddressing ``a+b@x.com`` works; dotted domain with a 2+ letter or punycode
-  TLD, so ``.co.kr`` works). Internationalised (Hangul) addresses are not.
-* Cards: 13-19 digits, Luhn-valid only; grouped 4-4-4-4(-3), 4-6-5 / 4-6-4
+  051-055, 061-064, 050X, 060/070/080; hyphen, dot, space or no separator;
+  ``(02)123-4567`` and ``02)123-4567``; ``+82``/``0082``/``82-`` forms with or
+  without ``(0)`` or the trunk 0. The exchange never starts with 0 (none does),
+  which keeps ``02 010-1234-5678`` from being read as one number. Business
+  numbers 15xx/16xx/18xx-xxxx are detected at low confidence, only hyphenated
+  and not followed by 원/년 (``1500-2000원`` is a price range): they identify
+  companies, but masking them costs little, while bare 8-digit runs are IDs.
+* E-mail: practical RFC subset: ASCII local part with ``. _ % + -`` (so
+  subaddressing ``a+b@x.com``), dotted domain ending in a 2+ letter or
+  punycode TLD (so ``.co.kr``). Hangul (IDN) addresses are not detected.
+* Cards: 13-19 digits, Luhn-valid only; grouped 4-4-4-4(-3) or 4-6-5/4-6-4
   (Amex, Diners) with spaces or hyphens, or bare. Bare runs must also start
-  with a card industry digit (2-6 or 9, 9 = Korean domestic brands): with
-  Luhn alone one random long ID in ten would be masked as a card.
-* Accounts: (a) 3-4 hyphen-separated groups totalling 10-14 digits, without
-  context; (b) any 10-16 digit run (bare, or groups joined by hyphens/dots)
-  when an account word (계좌, 입금, 은행, 국민, 신한, 우리, 하나, 농협, 기업,
-  카카오, 토스, account, bank, ...) is within ~20 chars before or ~10 after.
-  Two-group numbers (``10000-20000``, ``2024-000123``) are overwhelmingly ranges
-  and serials and no major bank prints accounts in two groups, so they need
-  context. Rule (a) skips runs glued to letters (``ORD-2024-000123``), runs that
-  start with a date (``2024-01-15-0001``) and the 3-2-5 layout: business
-  registration numbers (``123-45-67890``) identify companies, not people.
-  With an account word nearby 3-2-5 is masked anyway (unless 사업자/business is
-  also nearby), as is a Luhn-invalid 16-digit run. Rule (b) skips amounts
-  (followed by 원) and YYYYMMDD[hhmm[ss]] timestamps.
-* Passport (``M12345678``, ``M123A4567``, also foreign 1-2 letters + 7-8
-  digits) and driver's licence (``11-12-345678-90``, ``서울 12-345678-90``)
-  only with a label (여권/passport, 면허/licence/license/driver) shortly
-  before. An unlabelled licence number is still masked by account rule (a).
-* Never masked: dates, times, amounts, UUIDs, IP addresses, versions, order or
-  product codes with letters, zip codes, short numbers, business registration
-  numbers, Luhn-invalid 16-digit runs without an account word.
+  like a card (3-6, 9 for Korean domestic brands, 22-27 for Mastercard
+  2-series): with Luhn alone one random long ID in ten, and every Luhn-valid
+  YYYYMMDDhhmmss timestamp, would be masked as a card.
+* Accounts: (a) without context, 3-4 hyphenated groups totalling 10-14 digits
+  (the bank layouts: 국민 6-2-6, 신한 3-3-6, 우리 4-3-6, 하나 3-6-5, 농협 3-4-4-2,
+  기업 3-6-2-3, 카카오뱅크 4-2-7, 토스 4-4-4, ...); (b) any 10-16 digit run, bare
+  or joined by hyphens/dots, when an account word (계좌, 입금, 송금, 은행, 국민,
+  신한, 우리, 하나, 농협, 기업, 카카오, 토스, account, bank, ...) is within 20 chars
+  before or 10 after. Decisions: two-group numbers (``10000-20000``,
+  ``2024-000123``) need context, they are mostly ranges and serials and banks
+  do not print accounts in two groups; chains glued to letters
+  (``ORD-2024-000123``) or starting with a date (``2024-01-15-0001``) are not
+  accounts; the 3-2-5 layout is a business registration number
+  (``123-45-67890``), which identifies a company, so it is kept, unless an
+  account word is near and 사업자/business is not. Rule (b) also masks a
+  Luhn-invalid 16-digit run next to an account word, and skips amounts
+  (``1234567890원``) and timestamps.
+* Passports (``M12345678``, ``M123A4567``, and foreign 1-2 letters + 7-8
+  digits) only within 25 chars after a label (여권, passport); driver's licences
+  (``11-12-345678-90``, ``서울 12-345678-90``, hyphen/dot or bare) only within
+  25 chars after a label (면허, licence/license, driver). An unlabelled 4-group
+  licence number is still masked, as an account (rule a).
+* Left alone: dates, times, ISO timestamps, amounts, UUIDs, IPv4/IPv6, version
+  strings, order and product codes with letters, zip codes, short numbers,
+  business registration numbers, Luhn-invalid 16-digit runs without an
+  account word.
+
+Speed: a cell without ``@`` and without a run of 9+ chars of digits and
+separators costs one regex search (names, amounts, dates, times, short codes).
+Other cells go through one "master" regex per region, see below.
 """
 
 from __future__ import annotations
 
 import re
+from bisect import bisect_left
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
@@ -88,16 +98,16 @@ __all__ = ["Detection", "PiiKind", "detect", "mask_text", "normalise"]
 
 
 class PiiKind(str, Enum):
-    RRN = "rrn"
-    FOREIGNER_RN = "frn"
-    PHONE = "phone"
-    EMAIL = "email"
-    CARD = "card"
-    ACCOUNT = "account"
-    PASSPORT = "passport"
-    DRIVER_LICENSE = "driver_license"
-    NAME = "name"
-    ADDRESS = "address"
+    RRN = "rrn"  # 주민등록번호
+    FOREIGNER_RN = "frn"  # 외국인등록번호
+    PHONE = "phone"  # 전화번호
+    EMAIL = "email"  # 이메일
+    CARD = "card"  # 카드번호
+    ACCOUNT = "account"  # 계좌번호
+    PASSPORT = "passport"  # 여권번호
+    DRIVER_LICENSE = "driver_license"  # 운전면허번호
+    NAME = "name"  # 이름 (not detected by format)
+    ADDRESS = "address"  # 주소 (not detected by format)
 
     @property
     def label(self) -> str:
@@ -117,8 +127,8 @@ _LABELS = {
     PiiKind.ADDRESS: "주소",
 }
 
-# Tie-break when two candidates of the same length overlap: the more specific,
-# better validated format wins (an RRN-shaped run is also a 13-digit "card").
+# Tie-break between overlapping candidates of the same length: the more
+# specific, better validated format wins (an RRN is also a 13-digit "account").
 _PRIORITY = {
     PiiKind.RRN: 9,
     PiiKind.FOREIGNER_RN: 9,
@@ -136,49 +146,41 @@ class Detection:
     kind: PiiKind
     start: int
     end: int
-    value: str
-    confidence: float
+    value: str  # text[start:end]
+    confidence: float  # 0..1
 
 
-# --------------------------------------------------------------------------
+# Candidate: (kind, start, end, confidence). Detection objects are built only
+# for the survivors of overlap resolution.
+_Candidate = tuple[PiiKind, int, int, float]
+
+# ==========================================================================
 # Stage 1: one cheap pass over the raw text
-# --------------------------------------------------------------------------
+# ==========================================================================
 
-# Dash-like characters accepted between digit groups in the raw text.
-_DASHES = "\u2010-\u2015\u2212\ufe63\uff0d"
+_DASHES = "\u2010-\u2015\u2212\ufe63\uff0d"  # Unicode and full-width dashes
 
-# Finds the only regions where a format can be: >= 9 digits chained by
-# separators (no Korean phone, RRN, card, account or licence number has fewer),
-# a 15xx-xxxx business number, or a passport label. Dates (8 digits), amounts
-# (commas), times and short numbers never match, so most cells cost this one
-# pass. It starts with a character class, which lets `re` skip the other
-# characters in C. `\d` is Unicode on purpose: full-width digits count too.
+# The only regions where a numeric format can be: a run of 9+ digits and
+# separators that starts and ends with a digit; plus passport labels. A single
+# character-class run is what `re` scans fastest; the digit count is checked
+# in Python. Amounts (commas), times (colons), short numbers and plain text
+# never match, so most cells cost just this search. `\d` is Unicode here on
+# purpose: full-width digits must form regions too.
 _STAGE1 = re.compile(
-    rf"""
-      \d(?:[-.()+ \t\u3000\uff08\uff09\uff0b\uff0e{_DASHES}]{{0,3}}\d){{8,}}
-    | 1[568]\d\d[ \t]?[-{_DASHES}][ \t]?\d{{4}}
-    | (?P<passport>여권|[Pp]assport|PASSPORT)
-    """,
-    re.VERBOSE,
+    rf"\d[\d\-.()+ \t\u3000\uff08\uff09\uff0b\uff0e{_DASHES}]{{7,}}(?<=\d)|(?P<passport>여권|[Pp]assport|PASSPORT)"
 )
 
 # Full-width ASCII (U+FF01..U+FF5E), the ideographic space and Unicode dashes
-# map to one ASCII character each: a folded copy keeps every offset, so stage 2
-# can be written for ASCII only and spans still index the original text.
+# map to one ASCII character each: the folded copy keeps every offset, so
+# stage 2 is written for ASCII only and spans still index the original text.
 _FOLD = {cp: cp - 0xFEE0 for cp in range(0xFF01, 0xFF5F)}
 _FOLD.update(dict.fromkeys((0x2010, 0x2011, 0x2012, 0x2013, 0x2014, 0x2015, 0x2212, 0xFE63), 0x2D))
 _FOLD[0x3000] = 0x20
 _FOLDABLE = re.compile(f"[\uff01-\uff5e\u3000{_DASHES}]")
 
-# --------------------------------------------------------------------------
-# Stage 2: one "master" regex per stage-1 region, on folded (ASCII) text
-# --------------------------------------------------------------------------
-#
-# At every position that does not continue a digit run, each format is tried
-# in its own optional lookahead and captured if it matches; a final
-# conditional drops positions where nothing matched. One pass in C thus yields
-# every candidate of every kind, overlapping ones included, and Python only
-# validates them (dates, Luhn, layouts) and resolves overlaps.
+# ==========================================================================
+# Stage 2 patterns (ASCII, applied to folded text)
+# ==========================================================================
 
 # Separator inside a phone / RRN / licence: hyphen or dot (optionally spaced)
 # or one space. Cards: no dots (1.2.3-style runs are versions, not cards).
@@ -196,11 +198,11 @@ _PHONE_BODY = rf"""
       | 0{_NAT}\)?                                                                # 02-..., 02)123-4567
     )
     {_SEP}?[1-9]\d{{2,3}}{_SEP}?\d{{4}}(?!\d)      # no exchange starts with 0: "02 010-..." is not one number
-  | (?P<biz>1[568]\d\d[ \t]?-[ \t]?\d{{4}}(?!\d)(?![ \t]*[원년]))   # not "1500-2000원" (a price range)
+  | (?P<biz>1[568]\d\d[ \t]?-[ \t]?\d{{4}}(?!\d)(?![ \t]*[원년]))   # not "1500-2000원", a price range
 """
 
-# Date-valid YYMMDD (day-in-month is checked in Python), gender/century digit
-# 1-8 (5-8: foreigners). Hyphen, space or nothing.
+# YYMMDD with month 01-12 and day 01-31 (day-in-month is checked in Python),
+# then the gender/century digit 1-8. Hyphen, space or nothing.
 _RRN_BODY = r"\d\d(?:0[1-9]|1[0-2])(?:0[1-9]|[12]\d|3[01])(?:[ \t]?-[ \t]?|[ \t])?[1-8]\d{6}(?!\d)"
 
 _CARD_BODY = rf"""
@@ -209,52 +211,53 @@ _CARD_BODY = rf"""
   | (?<![A-Za-z])\d{{13,19}}(?!\d)                                      # bare, not glued to a code
 """
 
-# A digit run glued to letters by "-", "_" or "/" is part of a code
-# (ORD-2024-000123, a716-446655440000), never an account.
-_CODE_BEFORE = r"(?<![A-Za-z0-9_])(?<![A-Za-z0-9_][-_/])"
-_CODE_AFTER = r"(?![A-Za-z0-9_])(?![-_/][A-Za-z0-9])"
-_TEN_DIGITS_AHEAD = r"(?=(?:[ \t]?[-.]?[ \t]?\d){10})"  # cheap pre-filter; Python counts exactly
+# Digit groups joined by hyphens/dots: accounts and licences are decided in
+# Python from the group layout. Not joined by spaces: "입금 1234567890 2024-01-15"
+# is two numbers. A chain glued to letters ("ORD-2024-000123",
+# "a716-446655440000") is part of a code, and it only starts at its head
+# ("1234-5678" inside "010-1234-5678" is not a new chain).
+_CHAIN_BEFORE = (
+    r"(?<![A-Za-z_])(?<![A-Za-z0-9_][-_/])"
+    r"(?<![0-9][-.])(?<![0-9][ \t][-.])(?<![0-9][-.][ \t])(?<![0-9][ \t][-.][ \t])"
+)
+_CHAIN_AFTER = r"(?![A-Za-z0-9_])(?![-_/][A-Za-z0-9])"
+_CHAIN_BODY = rf"{_CHAIN_BEFORE}\d+(?:[ \t]?[-.][ \t]?\d+){{0,4}}{_CHAIN_AFTER}"
 
-# Bank layouts: 3-4 hyphenated groups (2-6 digits first). Totals checked in Python.
-_ACCOUNT_BODY = rf"{_CODE_BEFORE}{_TEN_DIGITS_AHEAD}\d{{2,6}}(?:[ \t]?-[ \t]?\d{{1,7}}){{2,3}}{_CODE_AFTER}"
-# Only used with an account word nearby: bare runs, or groups joined by
-# hyphens/dots. Not spaces: "입금 1234567890 2024-01-15" is two numbers.
-_LOOSE_BODY = rf"{_CODE_BEFORE}{_TEN_DIGITS_AHEAD}\d+(?:[ \t]?[-.][ \t]?\d+){{0,4}}{_CODE_AFTER}"
-# Driver's licence: [region 2] year 2, serial 6, check 2. Needs a label.
-_LICENSE_BODY = rf"(?:\d\d{_SEP}?)?\d\d{_SEP}?\d{{6}}{_SEP}?\d\d(?!\d)"
-
+# The master regex: at each position that does not continue a digit run, every
+# format is tried in its own optional lookahead and captured if it matches; the
+# final conditional drops positions where nothing matched. One pass in C thus
+# yields every candidate of every kind, overlapping ones included, and Python
+# only validates them (dates, Luhn, layouts) and resolves overlaps.
 _MASTER = re.compile(
     rf"""
-    (?<![0-9])
+    (?<![0-9])(?=[0-9+(])
     (?:(?=(?P<rrn>{_RRN_BODY})))?
     (?:(?=(?P<card>{_CARD_BODY})))?
     (?:(?=(?P<phone>{_PHONE_BODY})))?
-    (?:(?=(?P<account>{_ACCOUNT_BODY})))?
-    (?:(?=(?P<loose>{_LOOSE_BODY})))?
-    (?:(?=(?P<licence>{_LICENSE_BODY})))?
-    (?(rrn)|(?(card)|(?(phone)|(?(account)|(?(loose)|(?(licence)|(?!)))))))
+    (?:(?=(?P<chain>{_CHAIN_BODY})))?
+    (?(rrn)|(?(card)|(?(phone)|(?(chain)|(?!)))))
     """,
     re.ASCII | re.VERBOSE,
 )
-_MASTER_GROUPS = ("rrn", "card", "phone", "account", "loose", "licence")
+# The same formats one at a time, for the common case of a region that is
+# exactly one value.
+_RRN_RX = re.compile(rf"(?<!\d){_RRN_BODY}", re.ASCII)
+_CARD_RX = re.compile(rf"(?<!\d)(?:{_CARD_BODY})", re.ASCII | re.VERBOSE)
+_PHONE_RX = re.compile(rf"(?<!\d)(?:{_PHONE_BODY})", re.ASCII | re.VERBOSE)
+_CHAIN_RX = re.compile(_CHAIN_BODY, re.ASCII)
 
 _PASSPORT = re.compile(
     r"(?<![A-Za-z0-9])(?:[A-Za-z]{1,2}\d{7,8}|[A-Za-z]\d{3}[A-Za-z]\d{4})(?![A-Za-z0-9])",
     re.ASCII,
 )
 
-# E-mail. Local part and domain are bounded (64 chars / 8 labels), so a long
-# run of letters or dots costs linear time, never quadratic.
-_EMAIL = re.compile(
-    r"""
-    (?<![A-Za-z0-9_%+-])
-    [A-Za-z0-9_%+-](?:[A-Za-z0-9_%+.-]{0,62}[A-Za-z0-9_%+-])?
-    @
-    (?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.){1,8}
-    (?:[A-Za-z]{2,24}|xn--[A-Za-z0-9-]{1,59})
-    (?![A-Za-z0-9-])
-    """,
-    re.ASCII | re.VERBOSE,
+# E-mail, matched around each "@": the local part is the run of allowed chars
+# right before it (at most 64), the domain is matched right after it. Both are
+# bounded, so no input makes this quadratic.
+_EMAIL_LOCAL = re.compile(r"[A-Za-z0-9_%+.-]{1,64}\Z", re.ASCII)
+_EMAIL_DOMAIN = re.compile(
+    r"(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.){1,8}(?:[A-Za-z]{2,24}|xn--[A-Za-z0-9-]{1,59})(?![A-Za-z0-9-])",
+    re.ASCII,
 )
 
 # Context words, searched in a short lowercased window (IGNORECASE makes `re`
@@ -268,7 +271,7 @@ _BUSINESS_CONTEXT = re.compile("사업자|business|brn")
 _LICENSE_LABEL = re.compile("면허|licen[cs]e|driver")
 _AMOUNT_AFTER = re.compile(r"[ \t]*(?:원|won|krw)", re.IGNORECASE)
 
-# Well-known bank layouts (group lengths) get a higher confidence.
+# Group lengths of well-known bank layouts (higher confidence).
 _BANK_LAYOUTS = frozenset(
     {
         (6, 2, 6),  # 국민, 우체국, 농협(축협)
@@ -285,20 +288,17 @@ _BANK_LAYOUTS = frozenset(
         (3, 2, 4, 3),  # 국민(구)
     }
 )
+# Driver's licence: [region 2] year 2, serial 6, check 2.
+_LICENCE_LAYOUTS = frozenset({(2, 2, 6, 2), (2, 6, 2), (12,), (10,)})
 
 _NON_DIGIT = re.compile(r"\D", re.ASCII)
 _DIGIT_GROUP = re.compile(r"\d+", re.ASCII)
 _DAYS_IN_MONTH = (0, 31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
 _RRN_WEIGHTS = (2, 3, 4, 5, 6, 7, 8, 9, 2, 3, 4, 5)
 
-# Candidate: (kind, start, end, confidence). Detection objects are built only
-# for the survivors of overlap resolution.
-_Candidate = tuple[PiiKind, int, int, float]
-
-
-# --------------------------------------------------------------------------
+# ==========================================================================
 # Validators
-# --------------------------------------------------------------------------
+# ==========================================================================
 
 
 def _luhn_ok(digits: str) -> bool:
@@ -341,15 +341,14 @@ def _near(label: re.Pattern[str], text: str, start: int, end: int, before: int, 
     return after > 0 and label.search(text[end : end + after].lower()) is not None
 
 
-# --------------------------------------------------------------------------
-# Candidate rules: (kind, confidence) for a captured value, or None
-# --------------------------------------------------------------------------
+# ==========================================================================
+# Candidate rules
+# ==========================================================================
 
 
 def _rrn_candidate(value: str) -> tuple[PiiKind, float] | None:
     digits = _NON_DIGIT.sub("", value)
-    month, day = int(digits[2:4]), int(digits[4:6])
-    if day > _DAYS_IN_MONTH[month]:  # Feb 29 is always allowed (no century known for sure)
+    if int(digits[4:6]) > _DAYS_IN_MONTH[int(digits[2:4])]:  # Feb 29 always passes: century unknown
         return None
     foreigner = digits[6] in "5678"
     kind = PiiKind.FOREIGNER_RN if foreigner else PiiKind.RRN
@@ -360,36 +359,53 @@ def _rrn_candidate(value: str) -> tuple[PiiKind, float] | None:
 
 
 def _card_confidence(value: str) -> float | None:
-    if value.isdigit():
-        # Bare runs also need a card industry digit (2-6, or 9 for Korean
-        # domestic brands): with Luhn alone one random long ID in ten would
-        # be masked as a card.
-        return 0.85 if value[0] in "234569" and _luhn_ok(value) else None
-    return 0.95 if _luhn_ok(_NON_DIGIT.sub("", value)) else None
+    if not value.isdigit():
+        return 0.95 if _luhn_ok(_NON_DIGIT.sub("", value)) else None
+    # A bare run must also start like a card number (see the module docstring).
+    if value[0] in "34569" or "22" <= value[:2] <= "27":
+        return 0.85 if _luhn_ok(value) else None
+    return None
 
 
 def _phone_confidence(value: str, business: bool) -> float:
     if business:
         return 0.6
-    if _normalise_phone(value).startswith("01"):
+    if value.startswith("01"):
         return 0.95  # mobile
-    return 0.75 if value.isdigit() else 0.9  # bare landlines look like IDs more often
+    return 0.75 if value.isdigit() else 0.9  # a bare landline looks like an ID more often
 
 
-def _account_confidence(value: str) -> float | None:
-    groups = _DIGIT_GROUP.findall(value)
-    layout = tuple(len(g) for g in groups)
-    # 3-2-5 is the business registration number layout: companies, not people.
-    if not 10 <= sum(layout) <= 14 or layout == (3, 2, 5) or _starts_with_date(groups):
+def _chain_candidate(text: str, start: int, end: int, taken: int) -> _Candidate | None:
+    """Classify a hyphen/dot digit chain that no stronger rule (phone, RRN, card) covers."""
+    if end <= taken:
         return None
-    return 0.85 if layout in _BANK_LAYOUTS else 0.6
-
-
-def _loose_account_ok(text: str, start: int, end: int) -> bool:
-    """A 10-16 digit run no other rule took: an account only next to an account word."""
     groups = _DIGIT_GROUP.findall(text, start, end)
-    n_digits = sum(len(g) for g in groups)
-    if not 10 <= n_digits <= 16 or _starts_with_date(groups) or _AMOUNT_AFTER.match(text, end):
+    layout = tuple(len(g) for g in groups)
+    n_digits = sum(layout)
+    if n_digits < 10:
+        return None
+    if layout in _LICENCE_LAYOUTS and _near(_LICENSE_LABEL, text, start, end, 25):
+        # 25 chars: room for "운전면허번호: 서울 " between the label and the digits.
+        return PiiKind.DRIVER_LICENSE, start, end, 0.9
+    if _is_bank_layout(text, start, end, groups, layout, n_digits):
+        return PiiKind.ACCOUNT, start, end, (0.85 if layout in _BANK_LAYOUTS else 0.6)
+    if n_digits <= 16 and _account_word_near(text, start, end, groups, n_digits):
+        return PiiKind.ACCOUNT, start, end, 0.7
+    return None
+
+
+def _is_bank_layout(text: str, start: int, end: int, groups: list[str], layout: tuple[int, ...], n: int) -> bool:
+    """3-4 hyphenated groups, 10-14 digits: an account even without context."""
+    if not (3 <= len(layout) <= 4 and 10 <= n <= 14 and 2 <= layout[0] <= 6 and max(layout) <= 7):
+        return False  # two groups: ranges and serials (10000-20000, 2024-000123)
+    if layout == (3, 2, 5):  # business registration number: a company, not a person
+        return False
+    return "." not in text[start:end] and not _starts_with_date(groups)
+
+
+def _account_word_near(text: str, start: int, end: int, groups: list[str], n_digits: int) -> bool:
+    """Any 10-16 digit run is an account when an account word is near (but not 1234567890원)."""
+    if _starts_with_date(groups) or _AMOUNT_AFTER.match(text, end):
         return False
     if not _near(_ACCOUNT_CONTEXT, text, start, end, 20, 10):
         return False
@@ -397,24 +413,47 @@ def _loose_account_ok(text: str, start: int, end: int) -> bool:
     return not (len(groups) == 3 and n_digits == 10 and _near(_BUSINESS_CONTEXT, text, start, end, 25, 10))
 
 
-# --------------------------------------------------------------------------
+# ==========================================================================
 # Finders
-# --------------------------------------------------------------------------
+# ==========================================================================
+
+
+def _whole_region(text: str, start: int, end: int) -> _Candidate | None | bool:
+    """Fast path: the region is exactly one value (the usual DB cell).
+
+    Returns the candidate, or True when the region is one plain digit run that
+    is nothing (no other candidate can hide inside it), or None when the
+    region needs the full scan.
+    """
+    if end - start >= 13:
+        m = _RRN_RX.match(text, start)
+        if m and m.end() == end and (hit := _rrn_candidate(m.group())):
+            return hit[0], start, end, hit[1]
+        m = _CARD_RX.match(text, start)
+        if m and m.end() == end and (conf := _card_confidence(m.group())) is not None:
+            return PiiKind.CARD, start, end, conf
+    m = _PHONE_RX.match(text, start)
+    if m and m.end() == end:
+        return PiiKind.PHONE, start, end, _phone_confidence(m.group(), bool(m.group("biz")))
+    m = _CHAIN_RX.match(text, start)
+    if m and m.end() == end:
+        return _chain_candidate(text, start, end, start) or (m.group().isdigit() or None)
+    return None
 
 
 def _scan_region(text: str, lo: int, hi: int, out: list[_Candidate]) -> None:
-    """Collect numeric candidates in text[lo:hi] (lookbehinds still see before `lo`)."""
+    """Collect every numeric candidate in text[lo:hi] (lookbehinds still see before `lo`)."""
     for m in _MASTER.finditer(text, lo, hi):
         start = m.start()
-        rrn, card, phone, account, loose, licence = m.group(*_MASTER_GROUPS)
-        taken = 0  # end of the longest validated candidate at this start
+        rrn, card, phone, chain = m.group("rrn", "card", "phone", "chain")
+        taken = start  # end of the longest candidate found at this start
         if rrn and (hit := _rrn_candidate(rrn)):
             taken = start + len(rrn)
             out.append((hit[0], start, taken, hit[1]))
         if card:
             conf = _card_confidence(card)
             card16 = m.group("card16")
-            if conf is None and card16 and card16 != card:  # 19 digits invalid: maybe 16 + noise
+            if conf is None and card16 and card16 != card:  # 4-4-4-4 followed by 3 digits of noise?
                 card, conf = card16, _card_confidence(card16)
             if conf is not None:
                 taken = max(taken, start + len(card))
@@ -422,18 +461,34 @@ def _scan_region(text: str, lo: int, hi: int, out: list[_Candidate]) -> None:
         if phone:
             taken = max(taken, start + len(phone))
             out.append((PiiKind.PHONE, start, start + len(phone), _phone_confidence(phone, bool(m.group("biz")))))
-        if account and (conf := _account_confidence(account)) is not None:
-            taken = max(taken, start + len(account))
-            out.append((PiiKind.ACCOUNT, start, start + len(account), conf))
-        if loose and start + len(loose) > taken and _loose_account_ok(text, start, start + len(loose)):
-            out.append((PiiKind.ACCOUNT, start, start + len(loose), 0.7))
-        # 25 chars: room for "운전면허번호: 서울 " between the label and the digits.
-        if licence and _near(_LICENSE_LABEL, text, start, start + len(licence), 25):
-            out.append((PiiKind.DRIVER_LICENSE, start, start + len(licence), 0.9))
+        if chain and (hit := _chain_candidate(text, start, start + len(chain), taken)):
+            out.append(hit)
+
+
+def _find_numbers(text: str, start: int, end: int, out: list[_Candidate]) -> None:
+    """Candidates in one stage-1 region text[start:end]."""
+    if text.startswith(":", end) and (space := text.rfind(" ", start, end)) > start:
+        # "2024-01-15 12:34": the hour is not part of the number before it.
+        end = start + len(text[start:space].rstrip(" \t-.()+"))
+    region = text[start:end]
+    # Upper bound of the digit count: every format has 9+ digits except
+    # 15xx-xxxx business numbers (8). Dates (8 digits) stop here.
+    n_digits = len(region) - region.count("-") - region.count(" ") - region.count(".")
+    if n_digits < 9 and not (n_digits == 8 and region[0] == "1"):
+        return
+    if start == 0 or text[start - 1] not in "+(":
+        hit = _whole_region(text, start, end)
+        if hit is True:
+            return
+        if hit:
+            out.append(hit)
+            return
+    # 2 chars before for "+ 82" / "(02", 3 after for the trailing guards.
+    _scan_region(text, max(0, start - 2), min(len(text), end + 3), out)
 
 
 def _find_passports(text: str, label_end: int, out: list[_Candidate]) -> None:
-    """Passport-shaped tokens are too generic alone (product codes): only right after a label."""
+    """Passport-shaped tokens alone are product codes: only right after a label."""
     for m in _PASSPORT.finditer(text, label_end):
         if m.start() - label_end > 25:
             break
@@ -441,9 +496,17 @@ def _find_passports(text: str, label_end: int, out: list[_Candidate]) -> None:
 
 
 def _find_emails(text: str, out: list[_Candidate]) -> None:
-    # Start just before the first "@": a local part is at most 64 chars.
-    for m in _EMAIL.finditer(text, max(0, text.find("@") - 64)):
-        out.append((PiiKind.EMAIL, m.start(), m.end(), 0.99))
+    at = text.find("@")
+    while at != -1:
+        domain = _EMAIL_DOMAIN.match(text, at + 1)
+        local = domain and _EMAIL_LOCAL.search(text, max(0, at - 64), at)
+        if local:
+            start = local.start()
+            while start < at and text[start] == ".":  # a local part does not start with a dot
+                start += 1
+            if start < at:
+                out.append((PiiKind.EMAIL, start, domain.end(), 0.99))
+        at = text.find("@", at + 1)
 
 
 def _resolve(candidates: list[_Candidate]) -> list[_Candidate]:
@@ -451,42 +514,45 @@ def _resolve(candidates: list[_Candidate]) -> list[_Candidate]:
     if len(candidates) == 1:
         return candidates
     ranked = sorted(candidates, key=lambda c: (c[1] - c[2], -_PRIORITY[c[0]], -c[3], c[1]))
+    starts: list[int] = []  # kept spans, sorted by start (and so by end: they never overlap)
     kept: list[_Candidate] = []
     for cand in ranked:
-        if all(cand[2] <= k[1] or cand[1] >= k[2] for k in kept):
-            kept.append(cand)
-    kept.sort(key=lambda c: c[1])
+        i = bisect_left(starts, cand[1])
+        if (i > 0 and kept[i - 1][2] > cand[1]) or (i < len(kept) and kept[i][1] < cand[2]):
+            continue
+        starts.insert(i, cand[1])
+        kept.insert(i, cand)
     return kept
 
 
-# --------------------------------------------------------------------------
+# ==========================================================================
 # Public API
-# --------------------------------------------------------------------------
+# ==========================================================================
 
 
 def detect(text: str) -> list[Detection]:
-    """Find PII by value format; non-overlapping detections sorted by start."""
+    """Find PII by value format. Non-overlapping detections, sorted by start."""
     if not text:
         return []
-    first = _STAGE1.search(text)
+    region = _STAGE1.search(text)
     has_at = "@" in text
-    if first is None and not has_at:
-        return []  # the common case: names, amounts, dates, codes, plain memos
+    if region is None and not has_at:
+        return []  # the common case: names, amounts, dates, times, codes, plain memos
     scan = text
     if not text.isascii() and _FOLDABLE.search(text):
         scan = text.translate(_FOLD)
-        first = _STAGE1.search(scan)
+        region = _STAGE1.search(scan)
+        has_at = "@" in scan
 
     found: list[_Candidate] = []
     if has_at:
         _find_emails(scan, found)
-    if first is not None:
-        size = len(scan)
-        for m in _STAGE1.finditer(scan, first.start()):
-            if m.group("passport"):
-                _find_passports(scan, m.end(), found)
-            else:  # 2 chars before for "+ 82" / "(02", 3 after for the trailing guards
-                _scan_region(scan, max(0, m.start() - 2), min(size, m.end() + 3), found)
+    while region is not None:
+        if region.group("passport"):
+            _find_passports(scan, region.end(), found)
+        else:
+            _find_numbers(scan, region.start(), region.end(), found)
+        region = _STAGE1.search(scan, region.end())
     if not found:
         return []
     return [Detection(kind, s, e, text[s:e], conf) for kind, s, e, conf in _resolve(found)]

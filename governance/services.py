@@ -10,8 +10,11 @@ import os
 from django.db import transaction
 from django.utils.translation import gettext as _
 
+from audit.events import audit_event_write
+from audit.models import EventKind
 from governance.field_crypto import decrypt_text, encrypt_text
-from governance.models import DbConnection, Feature, FeatureDefault, LlmModel, Provider
+from governance.grant_diff import EMPTY, WHOLE, RoleGrants, grant_changes, has_changes
+from governance.models import DbConnection, DbGrant, Feature, FeatureDefault, LlmModel, Provider, Role
 from owlai.install_config import InstallConfig
 
 
@@ -53,26 +56,98 @@ def install_config_sync(*, config: InstallConfig) -> None:
         FeatureDefault.objects.get_or_create(feature=feature)
 
 
+def _record_setting(*, request, resource_kind: str, resource_id, setting: str, before, after) -> None:
+    # Written inside the caller's transaction: a change that cannot be
+    # recorded does not happen (AuditWriteError rolls it back).
+    audit_event_write(
+        kind=EventKind.SETTINGS_CHANGE,
+        request=request,
+        resource_kind=resource_kind,
+        resource_id=resource_id,
+        details={"setting": setting, "before": before, "after": after},
+    )
+
+
 @transaction.atomic
-def model_set_enabled(*, model: LlmModel, enabled: bool) -> LlmModel:
+def model_set_enabled(*, model: LlmModel, enabled: bool, request=None) -> LlmModel:
+    before = LlmModel.objects.filter(pk=model.pk).values_list("enabled", flat=True).first()
     model.enabled = enabled
     model.save(update_fields=["enabled"])
+    if before != enabled:
+        _record_setting(
+            request=request,
+            resource_kind="llm_model",
+            resource_id=model.pk,
+            setting=f"model {model.provider.name}/{model.name} enabled",
+            before=before,
+            after=enabled,
+        )
     if not enabled:
         # A disabled model cannot stay a feature default.
-        FeatureDefault.objects.filter(model=model).update(model=None)
+        for default in FeatureDefault.objects.filter(model=model):
+            feature_default_set(feature=default.feature, model=None, request=request)
     return model
 
 
 @transaction.atomic
-def feature_default_set(*, feature: str, model: LlmModel | None) -> FeatureDefault:
+def feature_default_set(*, feature: str, model: LlmModel | None, request=None) -> FeatureDefault:
     if feature not in Feature.values:
         raise GovernanceError(_("Unknown feature: %(feature)s") % {"feature": feature})
     if model is not None and not model.usable:
         raise GovernanceError(_("Only an enabled model can be a feature default."))
-    default, _created = FeatureDefault.objects.get_or_create(feature=feature)
+    default, _created = FeatureDefault.objects.select_related("model__provider").get_or_create(feature=feature)
+    before = _model_ref(default.model)
     default.model = model
     default.save(update_fields=["model"])
+    if before != _model_ref(model):
+        _record_setting(
+            request=request,
+            resource_kind="feature_default",
+            resource_id=feature,
+            setting=f"default model for {feature}",
+            before=before,
+            after=_model_ref(model),
+        )
     return default
+
+
+def _model_ref(model: LlmModel | None) -> str | None:
+    return f"{model.provider.name}/{model.name}" if model is not None else None
+
+
+def role_grants_snapshot(*, role_id: int | None) -> RoleGrants:
+    """The role's grants as they are in the database now (EMPTY for a new role)."""
+    if role_id is None:
+        return EMPTY
+    databases: dict[str, set[str]] = {}
+    for connection_name, whole, tables in DbGrant.objects.filter(role_id=role_id).values_list(
+        "connection__name", "whole_database", "tables"
+    ):
+        scope = {WHOLE} if whole else {t.strip().lower() for t in (tables or []) if isinstance(t, str) and t.strip()}
+        databases.setdefault(connection_name, set()).update(scope)
+    collections = Role.document_collections.through.objects.filter(role_id=role_id).values_list(
+        "documentcollection__name", flat=True
+    )
+    members = Role.users.through.objects.filter(role_id=role_id).values_list("user__username", flat=True)
+    return RoleGrants(
+        databases={name: frozenset(scope) for name, scope in databases.items()},
+        collections=frozenset(collections),
+        members=frozenset(members),
+    )
+
+
+def role_permission_change_record(*, role_id, role_name: str, before: RoleGrants, after: RoleGrants, request=None):
+    """One event per change request: what it opened and what it closed."""
+    changes = grant_changes(before, after)
+    if not has_changes(changes):
+        return None
+    return audit_event_write(
+        kind=EventKind.PERMISSION_CHANGE,
+        request=request,
+        resource_kind="role",
+        resource_id=role_id,
+        details={"role": role_name, **changes},
+    )
 
 
 def db_connection_set_stored_dsn(*, connection: DbConnection, dsn: str) -> None:

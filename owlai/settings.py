@@ -144,6 +144,10 @@ else:
 
 CELERY_TASK_DEFAULT_QUEUE = env.str("OWLAI_CELERY_QUEUE", default="owlai")
 CELERY_TASK_ACKS_LATE = True
+CELERY_BEAT_SCHEDULE = {
+    "audit-digest": {"task": "audit.seal_new_rows", "schedule": env.float("OWLAI_AUDIT_DIGEST_SECONDS", default=600.0)},
+    "audit-retention": {"task": "audit.purge_expired", "schedule": 24 * 3600.0},
+}
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
@@ -154,6 +158,24 @@ try:
     OWLAI_INSTALL = load_install_config(OWLAI_CONFIG_PATH)
 except InstallConfigError as exc:
     raise ImproperlyConfigured(f"OwlAI install config: {exc}") from exc
+
+# --- Audit trail ----------------------------------------------------------------
+# Retention floor and value come from the install config (validated above).
+OWLAI_RETENTION_DAYS = OWLAI_INSTALL.access_log_retention_days
+# Key for the audit digest chain. It must live outside the database (a
+# database superuser who can rewrite rows must not be able to re-sign them).
+OWLAI_AUDIT_HMAC_KEY = env.str("OWLAI_AUDIT_HMAC_KEY", default="")
+# Connection of the retention role (the only role that may delete audit rows,
+# and only past retention). Empty: use the default connection (embedded).
+OWLAI_RETENTION_DATABASE_URL = env.str("OWLAI_RETENTION_DATABASE_URL", default="")
+# Production refuses to start when its database role could rewrite the audit
+# trail (superuser, BYPASSRLS, member of the owner role, UPDATE/DELETE rights).
+OWLAI_DB_ROLE_CHECK = env.bool("OWLAI_DB_ROLE_CHECK", default=not EMBEDDED)
+# Behind a reverse proxy that sets X-Forwarded-For, trust it for the client
+# IP recorded in audit events (otherwise anyone could forge it).
+OWLAI_TRUST_X_FORWARDED_FOR = env.bool("OWLAI_TRUST_X_FORWARDED_FOR", default=False)
+# Rows a CSV export of the audit screens may hold.
+OWLAI_AUDIT_EXPORT_MAX_ROWS = 5000
 
 # --- Agent and executor limits -------------------------------------------------
 OWLAI_AGENT_MAX_STEPS = env.int("OWLAI_AGENT_MAX_STEPS", default=8)

@@ -1,8 +1,10 @@
 """Shared fixtures: personas, sample customer databases, service detection.
 
 Service tests (real PostgreSQL / Redis) are marked `services`. Locally they
-skip when the service is unreachable; with OWLAI_REQUIRE_SERVICES=1 (CI) any
-skip is turned into a failure, so CI can never pass by skipping them.
+skip when the service is unreachable; with OWLAI_REQUIRE_SERVICES=1 (CI) a
+skipped service test is a failure, so CI can never pass by skipping them.
+Tests of the embedded profile's own guards are marked `embedded`; `make test`
+runs them in a second pass on SQLite after the PostgreSQL pass.
 """
 
 from __future__ import annotations
@@ -32,7 +34,8 @@ def _port_open(host: str, port: int) -> bool:
 def pytest_runtest_makereport(item, call):
     outcome = yield
     report = outcome.get_result()
-    if REQUIRE_SERVICES and report.skipped and not hasattr(report, "wasxfail"):
+    needs_services = item.get_closest_marker("services") or item.get_closest_marker("e2e")
+    if REQUIRE_SERVICES and needs_services and report.skipped and not hasattr(report, "wasxfail"):
         report.outcome = "failed"
         report.longrepr = f"skipped while OWLAI_REQUIRE_SERVICES=1 (CI forbids skips): {report.longrepr}"
 
@@ -69,6 +72,33 @@ def in_process_runtime(request, settings):
     channel_layers.backends = {}
     yield
     channel_layers.backends = {}
+
+
+@pytest.fixture(autouse=True)
+def sqlite_audit_guards(request):
+    """The SQLite append-only triggers (migration audit 0003) also block the
+    DELETE that resets the database after a transactional test; lift them
+    just for that reset and put them back for the next test."""
+    marker = request.node.get_closest_marker("django_db")
+    transactional = bool(marker and (marker.kwargs.get("transaction") or (marker.args and marker.args[0])))
+    transactional = transactional or "transactional_db" in request.fixturenames
+    uses_db = transactional or marker is not None or "db" in request.fixturenames
+    if not uses_db or settings.DATABASES["default"]["ENGINE"] != "django.db.backends.sqlite3":
+        yield
+        return
+    from django.db import connection
+
+    from audit.sqlite_guards import create_trigger_statements, drop_trigger_statements
+
+    request.getfixturevalue("transactional_db" if transactional else "db")
+    with connection.cursor() as cursor:
+        for statement in create_trigger_statements():
+            cursor.execute(statement)
+    yield
+    if transactional:
+        with connection.cursor() as cursor:
+            for statement in drop_trigger_statements():
+                cursor.execute(statement)
 
 
 # --- Sample customer databases ----------------------------------------------

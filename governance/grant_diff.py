@@ -1,0 +1,57 @@
+"""What a change to a role's grants opened and closed (pure).
+
+A grant is a set of atoms: a whole database, one table of a database, one
+document collection. Opened = atoms after minus before; closed = before minus
+after. Moving a grant from "whole database" to chosen tables therefore reads
+as: closed the whole database, opened those tables.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+WHOLE = "*"
+
+
+@dataclass(frozen=True)
+class RoleGrants:
+    databases: dict[str, frozenset[str]]  # connection name -> {WHOLE} or table names
+    collections: frozenset[str]
+    members: frozenset[str]
+
+
+def _atoms(grants: RoleGrants) -> set[tuple[str, str, str]]:
+    atoms: set[tuple[str, str, str]] = set()
+    for connection, tables in grants.databases.items():
+        for table in tables:
+            atoms.add(("db", connection, table))
+    for collection in grants.collections:
+        atoms.add(("collection", collection, ""))
+    return atoms
+
+
+def _describe(atom: tuple[str, str, str]) -> dict:
+    kind, resource, table = atom
+    if kind == "collection":
+        return {"kind": "document_collection", "resource": resource}
+    if table == WHOLE:
+        return {"kind": "db_connection", "resource": resource, "scope": "whole_database"}
+    return {"kind": "db_connection", "resource": resource, "scope": "table", "table": table}
+
+
+def grant_changes(before: RoleGrants, after: RoleGrants) -> dict:
+    """{"opened": [...], "closed": [...], "members_added": [...], "members_removed": [...]}, sorted."""
+    old, new = _atoms(before), _atoms(after)
+    return {
+        "opened": [_describe(a) for a in sorted(new - old)],
+        "closed": [_describe(a) for a in sorted(old - new)],
+        "members_added": sorted(after.members - before.members),
+        "members_removed": sorted(before.members - after.members),
+    }
+
+
+def has_changes(changes: dict) -> bool:
+    return any(changes[key] for key in ("opened", "closed", "members_added", "members_removed"))
+
+
+EMPTY = RoleGrants(databases={}, collections=frozenset(), members=frozenset())
