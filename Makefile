@@ -6,6 +6,9 @@ PY := $(VENV)/bin/python
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
+# Tests connect as the PostgreSQL superuser, so the start-up role check is off
+# for the suite (OWLAI_DB_ROLE_CHECK=0); tests/test_audit_db_guards.py and
+# tests/test_startup_refusals.py exercise the check itself.
 # Test services: used when reachable (CI sets OWLAI_REQUIRE_SERVICES=1 and
 # then a skipped service test is a failure).
 TEST_PG_URL ?= postgres://postgres@127.0.0.1:5432/owlai
@@ -32,6 +35,7 @@ test: install
 	@if $(PY) -c "import socket; socket.create_connection(('127.0.0.1', 5432), 1).close(); socket.create_connection(('127.0.0.1', 6379), 1).close()" 2>/dev/null; then \
 		echo "make test: PostgreSQL and Redis reachable; running against them"; \
 		DATABASE_URL=$${DATABASE_URL:-$(TEST_PG_URL)} REDIS_URL=$${REDIS_URL:-$(TEST_REDIS_URL)} \
+		OWLAI_DB_ROLE_CHECK=$${OWLAI_DB_ROLE_CHECK:-0} \
 		SECRET_KEY=$${SECRET_KEY:-owlai-test-secret-key} $(PY) -m pytest $(PYTEST_ARGS) && \
 		echo "make test: second pass, the embedded (SQLite) profile's own guards" && \
 		env -u DATABASE_URL -u REDIS_URL $(PY) -m pytest -m embedded $(PYTEST_ARGS); \

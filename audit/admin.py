@@ -109,7 +109,7 @@ class CsvExportMixin:
 
     def get_urls(self):
         info = self.model._meta.app_label, self.model._meta.model_name
-        export = path("export/", self.admin_site.admin_view(self.export_csv), name="%s_%s_export" % info)
+        export = path("export/", self.admin_site.admin_view(self.export_csv), name="{}_{}_export".format(*info))
         return [export, *super().get_urls()]
 
     def export_csv(self, request):

@@ -289,11 +289,11 @@ def _role_problems(
         problems.append(f"role {role} has BYPASSRLS: row-level security does not apply to it")
 
     cursor.execute(
-        "SELECT rolname, rolsuper, rolbypassrls FROM pg_roles "
+        "SELECT rolname, rolsuper FROM pg_roles "
         "WHERE rolname <> %s AND pg_has_role(%s, oid, 'MEMBER') AND (rolsuper OR rolbypassrls) ORDER BY rolname",
         [role, role],
     )
-    for name, is_super, bypass in cursor.fetchall():
+    for name, is_super in cursor.fetchall():
         what = "a superuser" if is_super else "a role with BYPASSRLS"
         problems.append(f"role {role} is a member of {name}, which is {what}")
 

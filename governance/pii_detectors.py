@@ -51,7 +51,8 @@ What is detected, and the decisions on ambiguous formats
   companies, but masking them costs little, while bare 8-digit runs are IDs.
 * E-mail: practical RFC subset: ASCII local part with ``. _ % + -`` (so
   subaddressing ``a+b@x.com``), dotted domain ending in a 2+ letter or
-  punycode TLD (so ``.co.kr``). Hangul (IDN) addresses are not detected.
+  punycode TLD (so ``.co.kr``). Not detected: Hangul (IDN) addresses,
+  ``user@localhost``, and an address written entirely in full-width forms.
 * Cards: 13-19 digits, Luhn-valid only; grouped 4-4-4-4(-3) or 4-6-5/4-6-4
   (Amex, Diners) with spaces or hyphens, or bare. Bare runs must also start
   like a card (3-6, 9 for Korean domestic brands, 22-27 for Mastercard
@@ -60,9 +61,9 @@ What is detected, and the decisions on ambiguous formats
 * Accounts: (a) without context, 3-4 hyphenated groups totalling 10-14 digits
   (the bank layouts: 국민 6-2-6, 신한 3-3-6, 우리 4-3-6, 하나 3-6-5, 농협 3-4-4-2,
   기업 3-6-2-3, 카카오뱅크 4-2-7, 토스 4-4-4, ...); (b) any 10-16 digit run, bare
-  or joined by hyphens/dots, when an account word (계좌, 입금, 송금, 은행, 국민,
-  신한, 우리, 하나, 농협, 기업, 카카오, 토스, account, bank, ...) is within 20 chars
-  before or 10 after. Decisions: two-group numbers (``10000-20000``,
+  or joined by hyphens/dots, or 2-4 space-separated groups of 10-14 digits,
+  when an account word (계좌, 입금, 송금, 은행, 국민, 신한, 우리, 하나, 농협, 기업,
+  카카오, 토스, account, bank, ...) is within 20 chars before or 10 after. Decisions: two-group numbers (``10000-20000``,
   ``2024-000123``) need context, they are mostly ranges and serials and banks
   do not print accounts in two groups; chains glued to letters
   (``ORD-2024-000123``) or starting with a date (``2024-01-15-0001``) are not
@@ -72,7 +73,8 @@ What is detected, and the decisions on ambiguous formats
   Luhn-invalid 16-digit run next to an account word, and skips amounts
   (``1234567890원``) and timestamps.
 * Passports (``M12345678``, ``M123A4567``, and foreign 1-2 letters + 7-8
-  digits) only within 25 chars after a label (여권, passport); driver's licences
+  digits) only within 25 chars after a label (여권, passport/Passport/PASSPORT);
+  driver's licences
   (``11-12-345678-90``, ``서울 12-345678-90``, hyphen/dot or bare) only within
   25 chars after a label (면허, licence/license, driver). An unlabelled 4-group
   licence number is still masked, as an account (rule a).
@@ -81,9 +83,14 @@ What is detected, and the decisions on ambiguous formats
   business registration numbers, Luhn-invalid 16-digit runs without an
   account word.
 
-Speed: a cell without ``@`` and without a run of 9+ chars of digits and
-separators costs one regex search (names, amounts, dates, times, short codes).
-Other cells go through one "master" regex per region, see below.
+How it works (speed matters: every tool result cell goes through here):
+stage 1 is one regex search for a run of 9+ digits and separators, plus
+``"@" in text`` and a passport-label substring test; names, amounts, dates,
+times and short codes stop there. Each stage-1 region is first matched whole
+against each format (the usual DB cell holds exactly one value); otherwise one
+"master" regex collects every candidate of every kind in the region. Python
+validates candidates (dates, Luhn, layouts, context words) and resolves
+overlaps.
 """
 
 from __future__ import annotations
@@ -141,7 +148,7 @@ _PRIORITY = {
 }
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class Detection:
     kind: PiiKind
     start: int
@@ -161,14 +168,15 @@ _Candidate = tuple[PiiKind, int, int, float]
 _DASHES = "\u2010-\u2015\u2212\ufe63\uff0d"  # Unicode and full-width dashes
 
 # The only regions where a numeric format can be: a run of 9+ digits and
-# separators that starts and ends with a digit; plus passport labels. A single
-# character-class run is what `re` scans fastest; the digit count is checked
-# in Python. Amounts (commas), times (colons), short numbers and plain text
-# never match, so most cells cost just this search. `\d` is Unicode here on
-# purpose: full-width digits must form regions too.
-_STAGE1 = re.compile(
-    rf"\d[\d\-.()+ \t\u3000\uff08\uff09\uff0b\uff0e{_DASHES}]{{7,}}(?<=\d)|(?P<passport>여권|[Pp]assport|PASSPORT)"
-)
+# separators that starts and ends with a digit. A single character-class run
+# is what `re` scans fastest (an alternation would disable that); the digit
+# count is checked in Python. Amounts (commas), times (colons), short numbers
+# and plain text never match, so most cells cost just this search. `\d` is
+# Unicode here on purpose: full-width digits must form regions too.
+_STAGE1 = re.compile(rf"\d[\d\-.()+ \t\u3000\uff08\uff09\uff0b\uff0e{_DASHES}]{{7,}}(?<=\d)")
+# Passports have only 7-8 digits: they are looked for after a label instead,
+# found with plain substring tests first (much cheaper than a regex).
+_PASSPORT_LABEL = re.compile("여권|passport", re.IGNORECASE)
 
 # Full-width ASCII (U+FF01..U+FF5E), the ideographic space and Unicode dashes
 # map to one ASCII character each: the folded copy keeps every offset, so
@@ -222,6 +230,9 @@ _CHAIN_BEFORE = (
 )
 _CHAIN_AFTER = r"(?![A-Za-z0-9_])(?![-_/][A-Za-z0-9])"
 _CHAIN_BODY = rf"{_CHAIN_BEFORE}\d+(?:[ \t]?[-.][ \t]?\d+){{0,4}}{_CHAIN_AFTER}"
+# "계좌 110 123 456789": space-separated groups, accepted only next to an
+# account word (spaces also separate unrelated numbers).
+_SPACED_BODY = rf"{_CHAIN_BEFORE}(?<![0-9][ \t])\d{{2,7}}(?:[ \t]\d{{2,7}}){{1,3}}{_CHAIN_AFTER}"
 
 # The master regex: at each position that does not continue a digit run, every
 # format is tried in its own optional lookahead and captured if it matches; the
@@ -235,7 +246,8 @@ _MASTER = re.compile(
     (?:(?=(?P<card>{_CARD_BODY})))?
     (?:(?=(?P<phone>{_PHONE_BODY})))?
     (?:(?=(?P<chain>{_CHAIN_BODY})))?
-    (?(rrn)|(?(card)|(?(phone)|(?(chain)|(?!)))))
+    (?:(?=(?P<spaced>{_SPACED_BODY})))?
+    (?(rrn)|(?(card)|(?(phone)|(?(chain)|(?(spaced)|(?!))))))
     """,
     re.ASCII | re.VERBOSE,
 )
@@ -245,6 +257,10 @@ _RRN_RX = re.compile(rf"(?<!\d){_RRN_BODY}", re.ASCII)
 _CARD_RX = re.compile(rf"(?<!\d)(?:{_CARD_BODY})", re.ASCII | re.VERBOSE)
 _PHONE_RX = re.compile(rf"(?<!\d)(?:{_PHONE_BODY})", re.ASCII | re.VERBOSE)
 _CHAIN_RX = re.compile(_CHAIN_BODY, re.ASCII)
+# A region made of digit groups joined by hyphens/dots only, and an inner
+# group from which a phone can start (0X, 0082, 82, 15xx/16xx/18xx).
+_PLAIN_CHAIN = re.compile(r"\d+(?:[-.]\d+)*", re.ASCII)
+_INNER_PHONE_HEAD = re.compile(r"[-.](?:0[1-9]|0082|82|1[568])", re.ASCII)
 
 _PASSPORT = re.compile(
     r"(?<![A-Za-z0-9])(?:[A-Za-z]{1,2}\d{7,8}|[A-Za-z]\d{3}[A-Za-z]\d{4})(?![A-Za-z0-9])",
@@ -413,18 +429,18 @@ def _account_word_near(text: str, start: int, end: int, groups: list[str], n_dig
     return not (len(groups) == 3 and n_digits == 10 and _near(_BUSINESS_CONTEXT, text, start, end, 25, 10))
 
 
+def _spaced_account(text: str, start: int, end: int) -> bool:
+    groups = _DIGIT_GROUP.findall(text, start, end)
+    return 10 <= sum(len(g) for g in groups) <= 14 and _account_word_near(text, start, end, groups, 0)
+
+
 # ==========================================================================
 # Finders
 # ==========================================================================
 
 
-def _whole_region(text: str, start: int, end: int) -> _Candidate | None | bool:
-    """Fast path: the region is exactly one value (the usual DB cell).
-
-    Returns the candidate, or True when the region is one plain digit run that
-    is nothing (no other candidate can hide inside it), or None when the
-    region needs the full scan.
-    """
+def _whole_region(text: str, start: int, end: int) -> _Candidate | None:
+    """Fast path: is text[start:end] exactly one value (the usual DB cell)?"""
     if end - start >= 13:
         m = _RRN_RX.match(text, start)
         if m and m.end() == end and (hit := _rrn_candidate(m.group())):
@@ -437,7 +453,7 @@ def _whole_region(text: str, start: int, end: int) -> _Candidate | None | bool:
         return PiiKind.PHONE, start, end, _phone_confidence(m.group(), bool(m.group("biz")))
     m = _CHAIN_RX.match(text, start)
     if m and m.end() == end:
-        return _chain_candidate(text, start, end, start) or (m.group().isdigit() or None)
+        return _chain_candidate(text, start, end, start)
     return None
 
 
@@ -445,7 +461,7 @@ def _scan_region(text: str, lo: int, hi: int, out: list[_Candidate]) -> None:
     """Collect every numeric candidate in text[lo:hi] (lookbehinds still see before `lo`)."""
     for m in _MASTER.finditer(text, lo, hi):
         start = m.start()
-        rrn, card, phone, chain = m.group("rrn", "card", "phone", "chain")
+        rrn, card, phone, chain, spaced = m.group("rrn", "card", "phone", "chain", "spaced")
         taken = start  # end of the longest candidate found at this start
         if rrn and (hit := _rrn_candidate(rrn)):
             taken = start + len(rrn)
@@ -462,37 +478,49 @@ def _scan_region(text: str, lo: int, hi: int, out: list[_Candidate]) -> None:
             taken = max(taken, start + len(phone))
             out.append((PiiKind.PHONE, start, start + len(phone), _phone_confidence(phone, bool(m.group("biz")))))
         if chain and (hit := _chain_candidate(text, start, start + len(chain), taken)):
+            taken = hit[2]
             out.append(hit)
+        if spaced and start + len(spaced) > taken and _spaced_account(text, start, start + len(spaced)):
+            out.append((PiiKind.ACCOUNT, start, start + len(spaced), 0.7))
 
 
 def _find_numbers(text: str, start: int, end: int, out: list[_Candidate]) -> None:
     """Candidates in one stage-1 region text[start:end]."""
-    if text.startswith(":", end) and (space := text.rfind(" ", start, end)) > start:
-        # "2024-01-15 12:34": the hour is not part of the number before it.
-        end = start + len(text[start:space].rstrip(" \t-.()+"))
+    if text.startswith(":", end):
+        # "2024-01-15 12:34": a 1-2 digit hour is not part of the number before it.
+        space = text.rfind(" ", start, end)
+        if space > start and end - space <= 3:
+            end = start + len(text[start:space].rstrip(" \t-.()+"))
     region = text[start:end]
     # Upper bound of the digit count: every format has 9+ digits except
     # 15xx-xxxx business numbers (8). Dates (8 digits) stop here.
     n_digits = len(region) - region.count("-") - region.count(" ") - region.count(".")
     if n_digits < 9 and not (n_digits == 8 and region[0] == "1"):
         return
-    if start == 0 or text[start - 1] not in "+(":
-        hit = _whole_region(text, start, end)
-        if hit is True:
-            return
-        if hit:
-            out.append(hit)
-            return
+    # A "+" or "(" just before belongs to a phone: "+82 10-...", "(02)123-4567".
+    lead = start - 1 if start and text[start - 1] in "+(" else start
+    hit = (lead < start and _whole_region(text, lead, end)) or _whole_region(text, start, end)
+    if hit:
+        out.append(hit)
+        return
+    # Inside a plain hyphen/dot chain, later groups never start a chain (see
+    # _CHAIN_BEFORE): only a phone (from a phone-like group) or an RRN/card
+    # (13+ digits left) can. "ORD-2024-000123" and "10.0.19045.2965" skip
+    # the full scan.
+    if n_digits < 14 and not _INNER_PHONE_HEAD.search(region) and _PLAIN_CHAIN.fullmatch(region):
+        return
     # 2 chars before for "+ 82" / "(02", 3 after for the trailing guards.
     _scan_region(text, max(0, start - 2), min(len(text), end + 3), out)
 
 
-def _find_passports(text: str, label_end: int, out: list[_Candidate]) -> None:
-    """Passport-shaped tokens alone are product codes: only right after a label."""
-    for m in _PASSPORT.finditer(text, label_end):
-        if m.start() - label_end > 25:
-            break
-        out.append((PiiKind.PASSPORT, m.start(), m.end(), 0.9))
+def _find_passports(text: str, out: list[_Candidate]) -> None:
+    """Passport-shaped tokens alone are product codes: only within 25 chars after a label."""
+    for label in _PASSPORT_LABEL.finditer(text):
+        # Bounded window (a token is at most 10 chars, +1 for its lookahead),
+        # so many labels without a number cost linear time.
+        for m in _PASSPORT.finditer(text, label.end(), label.end() + 36):
+            if m.start() - label.end() <= 25:
+                out.append((PiiKind.PASSPORT, m.start(), m.end(), 0.9))
 
 
 def _find_emails(text: str, out: list[_Candidate]) -> None:
@@ -536,7 +564,8 @@ def detect(text: str) -> list[Detection]:
         return []
     region = _STAGE1.search(text)
     has_at = "@" in text
-    if region is None and not has_at:
+    passport = "여권" in text or "assport" in text or "ASSPORT" in text
+    if region is None and not has_at and not passport:
         return []  # the common case: names, amounts, dates, times, codes, plain memos
     scan = text
     if not text.isascii() and _FOLDABLE.search(text):
@@ -547,15 +576,28 @@ def detect(text: str) -> list[Detection]:
     found: list[_Candidate] = []
     if has_at:
         _find_emails(scan, found)
+    if passport:
+        _find_passports(scan, found)
     while region is not None:
-        if region.group("passport"):
-            _find_passports(scan, region.end(), found)
-        else:
-            _find_numbers(scan, region.start(), region.end(), found)
+        _find_numbers(scan, region.start(), region.end(), found)
         region = _STAGE1.search(scan, region.end())
     if not found:
         return []
-    return [Detection(kind, s, e, text[s:e], conf) for kind, s, e, conf in _resolve(found)]
+    return [_detection(kind, s, e, text[s:e], conf) for kind, s, e, conf in _resolve(found)]
+
+
+_new_object = object.__new__
+_set_attribute = object.__setattr__
+
+
+def _detection(kind: PiiKind, start: int, end: int, value: str, confidence: float) -> Detection:
+    # Equal to Detection(...), about twice as fast: the frozen dataclass
+    # __init__ makes one object.__setattr__ call per field, this makes one.
+    det = _new_object(Detection)
+    _set_attribute(
+        det, "__dict__", {"kind": kind, "start": start, "end": end, "value": value, "confidence": confidence}
+    )
+    return det
 
 
 def _ascii_digits(value: str) -> str:

@@ -4,13 +4,28 @@ too-short retention stops the worker exactly as it stops the web process."""
 import os
 
 from celery import Celery
-from celery.signals import worker_ready
+from celery.signals import worker_init, worker_ready
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "owlai.settings")
 
 app = Celery("owlai")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
+
+
+@worker_init.connect
+def _enforce_runtime_db_role(**kwargs) -> None:
+    """A worker whose database role could rewrite the audit trail must not
+    start. SystemExit, because Celery logs and swallows ordinary exceptions
+    raised by signal handlers."""
+    from django.core.exceptions import ImproperlyConfigured
+
+    from audit.db_roles import enforce_runtime_db_role
+
+    try:
+        enforce_runtime_db_role()
+    except ImproperlyConfigured as exc:
+        raise SystemExit(f"OwlAI worker refused to start: {exc}") from exc
 
 
 @worker_ready.connect

@@ -12,7 +12,7 @@ from django.db import IntegrityError, connection, transaction
 from django.urls import reverse
 
 from audit.models import AuditEvent, ToolCallAudit
-from audit.services import tool_call_audit_write
+from audit.services import AuditWriteError, tool_call_audit_write
 from chat.models import Conversation
 from chat.services import conversation_create
 from governance.models import DbConnection, DbGrant, DocumentCollection, LlmModel, Role
@@ -227,7 +227,7 @@ def test_settings_change_that_cannot_be_recorded_does_not_happen(personas, monke
         raise RuntimeError("down")
 
     monkeypatch.setattr(AuditEvent.objects, "create", fail)
-    with pytest.raises(Exception):
+    with pytest.raises(AuditWriteError):
         model_set_enabled(model=model, enabled=False)
     model.refresh_from_db()
     assert model.enabled is True

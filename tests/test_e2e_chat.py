@@ -83,6 +83,9 @@ models = ["inhouse-model"]
         "OWLAI_TEST_TARGET_DSN": pg_target_dsn,
         "ALLOWED_HOSTS": "127.0.0.1,localhost",
         "DB_CONN_MAX_AGE": "0",
+        # The stack connects as the test superuser; the role check itself is
+        # tested in test_audit_db_guards.py / test_startup_refusals.py.
+        "OWLAI_DB_ROLE_CHECK": "0",
     }
     port = free_port()
     web_log, worker_log = tmp_path / "daphne.log", tmp_path / "worker.log"
