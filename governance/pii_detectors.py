@@ -62,22 +62,21 @@ What is detected, and the decisions on ambiguous formats
   (the bank layouts: 국민 6-2-6, 신한 3-3-6, 우리 4-3-6, 하나 3-6-5, 농협 3-4-4-2,
   기업 3-6-2-3, 카카오뱅크 4-2-7, 토스 4-4-4, ...); (b) any 10-16 digit run, bare
   or joined by hyphens/dots, or 2-4 space-separated groups of 10-14 digits,
-  when an account word (계좌, 입금, 송금, 은행, 국민, 신한, 우리, 하나, 농협, 기업,
-  카카오, 토스, account, bank, ...) is within 20 chars before or 10 after. Decisions: two-group numbers (``10000-20000``,
-  ``2024-000123``) need context, they are mostly ranges and serials and banks
-  do not print accounts in two groups; chains glued to letters
-  (``ORD-2024-000123``) or starting with a date (``2024-01-15-0001``) are not
-  accounts; the 3-2-5 layout is a business registration number
-  (``123-45-67890``), which identifies a company, so it is kept, unless an
-  account word is near and 사업자/business is not. Rule (b) also masks a
-  Luhn-invalid 16-digit run next to an account word, and skips amounts
-  (``1234567890원``) and timestamps.
+  when an account word (계좌, 입금, 송금, 은행, 국민, 신한, 우리, 하나, 농협,
+  기업, 카카오, 토스, account, bank, ...) is within 20 chars before or 10 after.
+  Decisions: two-group numbers (``10000-20000``, ``2024-000123``) need
+  context: they are mostly ranges and serials, and banks do not print
+  accounts in two groups. Chains glued to letters (``ORD-2024-000123``) or
+  starting with a date (``2024-01-15-0001``) are not accounts. The 3-2-5
+  layout is a business registration number (``123-45-67890``), which
+  identifies a company, so it is kept, unless an account word is near and
+  사업자/business is not. Rule (b) also masks a Luhn-invalid 16-digit run next
+  to an account word, and skips amounts (``1234567890원``) and timestamps.
 * Passports (``M12345678``, ``M123A4567``, and foreign 1-2 letters + 7-8
-  digits) only within 25 chars after a label (여권, passport/Passport/PASSPORT);
-  driver's licences
-  (``11-12-345678-90``, ``서울 12-345678-90``, hyphen/dot or bare) only within
-  25 chars after a label (면허, licence/license, driver). An unlabelled 4-group
-  licence number is still masked, as an account (rule a).
+  digits) only within 25 chars after a label (여권, passport/Passport/PASSPORT).
+  Driver's licences (``11-12-345678-90``, ``서울 12-345678-90``, hyphen/dot or
+  bare) only within 25 chars after a label (면허, licence/license, driver). An
+  unlabelled 4-group licence number is still masked, as an account (rule a).
 * Left alone: dates, times, ISO timestamps, amounts, UUIDs, IPv4/IPv6, version
   strings, order and product codes with letters, zip codes, short numbers,
   business registration numbers, Luhn-invalid 16-digit runs without an
@@ -201,9 +200,9 @@ _NAT = r"(?:50\d|1[016-9]|2|3[1-3]|4[1-4]|5[1-5]|6[1-4]|[678]0)"
 
 _PHONE_BODY = rf"""
     (?:
-        (?:\+[ \t]?82|00[ \t]?82|82(?=[ \t.-])){_SEP}?(?:\(0\)[ \t]?)?0?{_NAT}\)?   # +82 / 0082 / "82-"
+        0{_NAT}\)?                                                                # 010-..., 02)123-4567
       | \(0{_NAT}\)                                                               # (02)123-4567
-      | 0{_NAT}\)?                                                                # 02-..., 02)123-4567
+      | (?:\+[ \t]?82|00[ \t]?82|82(?=[ \t.-])){_SEP}?(?:\(0\)[ \t]?)?0?{_NAT}\)?   # +82 / 0082 / "82-"
     )
     {_SEP}?[1-9]\d{{2,3}}{_SEP}?\d{{4}}(?!\d)      # no exchange starts with 0: "02 010-..." is not one number
   | (?P<biz>1[568]\d\d[ \t]?-[ \t]?\d{{4}}(?!\d)(?![ \t]*[원년]))   # not "1500-2000원", a price range
@@ -229,7 +228,9 @@ _CHAIN_BEFORE = (
     r"(?<![0-9][-.])(?<![0-9][ \t][-.])(?<![0-9][-.][ \t])(?<![0-9][ \t][-.][ \t])"
 )
 _CHAIN_AFTER = r"(?![A-Za-z0-9_])(?![-_/][A-Za-z0-9])"
-_CHAIN_BODY = rf"{_CHAIN_BEFORE}\d+(?:[ \t]?[-.][ \t]?\d+){{0,4}}{_CHAIN_AFTER}"
+# Possessive: a chain is judged whole, never cut back to a prefix that passes
+# the guards ("110-123-456789.5ORD" is a code, not an account + ".5ORD").
+_CHAIN_BODY = rf"{_CHAIN_BEFORE}\d++(?:[ \t]?[-.][ \t]?\d++){{0,4}}+{_CHAIN_AFTER}"
 # "계좌 110 123 456789": space-separated groups, accepted only next to an
 # account word (spaces also separate unrelated numbers).
 _SPACED_BODY = rf"{_CHAIN_BEFORE}(?<![0-9][ \t])\d{{2,7}}(?:[ \t]\d{{2,7}}){{1,3}}{_CHAIN_AFTER}"
@@ -257,10 +258,10 @@ _RRN_RX = re.compile(rf"(?<!\d){_RRN_BODY}", re.ASCII)
 _CARD_RX = re.compile(rf"(?<!\d)(?:{_CARD_BODY})", re.ASCII | re.VERBOSE)
 _PHONE_RX = re.compile(rf"(?<!\d)(?:{_PHONE_BODY})", re.ASCII | re.VERBOSE)
 _CHAIN_RX = re.compile(_CHAIN_BODY, re.ASCII)
-# A region made of digit groups joined by hyphens/dots only, and an inner
-# group from which a phone can start (0X, 0082, 82, 15xx/16xx/18xx).
+# A region made of digit groups joined by hyphens/dots only, and a group
+# from which a phone can start (0X, 0082, 82, 15xx/16xx/18xx).
 _PLAIN_CHAIN = re.compile(r"\d+(?:[-.]\d+)*", re.ASCII)
-_INNER_PHONE_HEAD = re.compile(r"[-.](?:0[1-9]|0082|82|1[568])", re.ASCII)
+_PHONE_HEAD = re.compile(r"(?<![0-9])(?:0[1-9]|0082|82|1[568])", re.ASCII)
 
 _PASSPORT = re.compile(
     r"(?<![A-Za-z0-9])(?:[A-Za-z]{1,2}\d{7,8}|[A-Za-z]\d{3}[A-Za-z]\d{4})(?![A-Za-z0-9])",
@@ -440,7 +441,15 @@ def _spaced_account(text: str, start: int, end: int) -> bool:
 
 
 def _whole_region(text: str, start: int, end: int) -> _Candidate | None:
-    """Fast path: is text[start:end] exactly one value (the usual DB cell)?"""
+    """Fast path: is text[start:end] exactly one value (the usual DB cell)?
+
+    The order is free: a whole phone (<= 12 digits) is never a whole RRN or
+    card (13+), and the chain rules only run when those failed. Phones first:
+    they are the most common.
+    """
+    m = _PHONE_RX.match(text, start)
+    if m and m.end() == end:
+        return PiiKind.PHONE, start, end, _phone_confidence(m.group(), bool(m.group("biz")))
     if end - start >= 13:
         m = _RRN_RX.match(text, start)
         if m and m.end() == end and (hit := _rrn_candidate(m.group())):
@@ -448,9 +457,6 @@ def _whole_region(text: str, start: int, end: int) -> _Candidate | None:
         m = _CARD_RX.match(text, start)
         if m and m.end() == end and (conf := _card_confidence(m.group())) is not None:
             return PiiKind.CARD, start, end, conf
-    m = _PHONE_RX.match(text, start)
-    if m and m.end() == end:
-        return PiiKind.PHONE, start, end, _phone_confidence(m.group(), bool(m.group("biz")))
     m = _CHAIN_RX.match(text, start)
     if m and m.end() == end:
         return _chain_candidate(text, start, end, start)
@@ -503,11 +509,12 @@ def _find_numbers(text: str, start: int, end: int, out: list[_Candidate]) -> Non
     if hit:
         out.append(hit)
         return
-    # Inside a plain hyphen/dot chain, later groups never start a chain (see
-    # _CHAIN_BEFORE): only a phone (from a phone-like group) or an RRN/card
-    # (13+ digits left) can. "ORD-2024-000123" and "10.0.19045.2965" skip
-    # the full scan.
-    if n_digits < 14 and not _INNER_PHONE_HEAD.search(region) and _PLAIN_CHAIN.fullmatch(region):
+    # In a plain hyphen/dot chain that is not one whole value, a candidate can
+    # only be a phone starting at a phone-like group (later groups never start
+    # a chain, see _CHAIN_BEFORE), or an RRN/card, which needs 13+ digits and
+    # so would have been the whole region unless there are 14+. Without those
+    # ("ORD-2024-000123", "10.0.19045.2965") the full scan is skipped.
+    if n_digits < 14 and not _PHONE_HEAD.search(region) and _PLAIN_CHAIN.fullmatch(region):
         return
     # 2 chars before for "+ 82" / "(02", 3 after for the trailing guards.
     _scan_region(text, max(0, start - 2), min(len(text), end + 3), out)

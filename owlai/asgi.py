@@ -14,8 +14,8 @@ from channels.auth import AuthMiddlewareStack  # noqa: E402  (needs Django set u
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
-from chat.routing import websocket_urlpatterns  # noqa: E402
 from audit.db_roles import enforce_runtime_db_role  # noqa: E402
+from chat.routing import websocket_urlpatterns  # noqa: E402
 from governance.exposure import log_startup_warnings  # noqa: E402
 
 # Refuse to serve when this process's database role could rewrite the audit

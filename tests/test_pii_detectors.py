@@ -9,6 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import governance.pii_detectors as pii
 from governance.pii_detectors import Detection, PiiKind, detect, mask_text, normalise
 
 K = PiiKind
@@ -117,6 +118,7 @@ PHONES = [
     ('{"tel": "010-1234-5678", "name": "홍길동"}', "010-1234-5678"),
     ("010-1234-5678 12:30 통화", "010-1234-5678"),
     ("연락처 010 1234 5678: 홍길동", "010 1234 5678"),
+    ("010-1234-5678.0", "010-1234-5678"),  # a phone heading a longer dotted chain
 ]
 
 
@@ -345,6 +347,7 @@ UNTOUCHED = [
     "INV-20240115-0001",
     "PO-2024-0115-000123",  # a bank-like 3-group chain, but glued to letters: a code
     "a716-446655440000",
+    "110-123-456789.5ORD",  # judged as a whole chain, and that chain is glued to letters
     "SKU-1234567890",
     "P2024011500123",
     "MODEL-X100-2024",
@@ -639,3 +642,32 @@ def test_never_raises_on_arbitrary_text(text: str) -> None:
     mask_text(text, lambda d: "")
     for kind in PiiKind:
         normalise(kind, text)
+
+
+class _NeverMatches:
+    def fullmatch(self, text: str) -> None:
+        return None
+
+
+def _detect_with_full_scan(text: str) -> list[Detection]:
+    """detect() with both fast paths (whole-region match, plain-chain skip) switched off."""
+    whole, plain = pii._whole_region, pii._PLAIN_CHAIN
+    pii._whole_region, pii._PLAIN_CHAIN = (lambda *args: None), _NeverMatches()  # type: ignore[assignment]
+    try:
+        return detect(text)
+    finally:
+        pii._whole_region, pii._PLAIN_CHAIN = whole, plain
+
+
+PIECES = [
+    *("010-1234-5678", "02)123-4567", "(02)", "+82 10 1234 5678", "900101-1234568", "4556 7890 1234 5672"),
+    *("123456-01-234567", "110-123-456789", "3333-01-1234567", "1588-1234", "2024-01-15", "12:34", "ORD-"),
+    *("계좌 ", "면허 ", "사업자 ", "123-45-67890", "1234567890", "11-12-345678-90", "4111111111111111", "원"),
+    *(" ", "-", ".", "(", ")", "+", "0", "1", "82", "9", "a", "가", "\n", ":", "0505", "00", "a@b.kr"),
+]
+
+
+@FAST
+@given(st.lists(st.sampled_from(PIECES), max_size=8).map("".join))
+def test_fast_paths_agree_with_the_full_scan(text: str) -> None:
+    assert detect(text) == _detect_with_full_scan(text)

@@ -51,6 +51,8 @@ ENTRY_POINTS = {
         "worker",
         "-P",
         "solo",
+        "-l",
+        "info",
         "--without-mingle",
         "--without-gossip",
     ],
@@ -84,7 +86,7 @@ def test_default_config_worker_starts(tmp_path):
         while time.monotonic() < deadline and "ready" not in log.read_text():
             assert worker.poll() is None, log.read_text()
             time.sleep(0.3)
-        assert "ready" in log.read_text()
+        assert "ready" in log.read_text(), log.read_text()
     finally:
         worker.terminate()
         worker.wait(timeout=20)
@@ -100,7 +102,8 @@ def test_superuser_role_refuses_web_and_worker(tmp_path, entry_point, require_po
     db = settings.DATABASES["default"]
     env = embedded_env(tmp_path, None)
     env.update(
-        DATABASE_URL=f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}",
+        # Any database will do: the check looks at the role, not the data.
+        DATABASE_URL=f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/postgres",
         REDIS_URL=settings.REDIS_URL,
         SECRET_KEY="x",
         OWLAI_DB_ROLE_CHECK="1",
