@@ -170,7 +170,7 @@ def test_rrn_checksum_raises_confidence_but_never_rejects() -> None:
     ],
 )
 def test_rrn_needs_a_real_date_and_gender_digit(text: str) -> None:
-    assert [k for k, _ in found(text)] not in ([K.RRN], [K.FOREIGNER_RN])
+    assert not {K.RRN, K.FOREIGNER_RN} & {kind for kind, _ in found(text)}
 
 
 EMAILS = [
@@ -394,12 +394,19 @@ def test_look_alikes_stay_untouched(text: str) -> None:
 
 
 @pytest.mark.parametrize(
-    "text",
-    ["12010-1234-5678", "010-1234-56789", "9900101-1234567", "900101-12345678", "45567890123456721"],
+    ("text", "kind"),
+    [
+        ("12010-1234-5678", K.PHONE),
+        ("010-1234-56789", K.PHONE),
+        ("9900101-1234567", K.RRN),
+        ("900101-12345678", K.RRN),
+        ("45567890123456721", K.CARD),
+        ("x4556789012345672", K.CARD),  # a bare run glued to a letter is a code
+    ],
 )
-def test_digit_boundaries(text: str) -> None:
+def test_digit_boundaries(text: str, kind: PiiKind) -> None:
     # A value continued by more digits is a different, longer number.
-    assert [k for k, _ in found(text)] not in ([K.PHONE], [K.RRN], [K.CARD])
+    assert kind not in {k for k, _ in found(text)}
 
 
 def test_date_next_to_phone_only_masks_phone() -> None:
@@ -576,10 +583,20 @@ def accounts(draw: st.DrawFn) -> str:
     return "-".join(draw(digits(n)) for n in layout)
 
 
-EMAIL_VALUES = st.from_regex(
-    r"[a-z0-9]([a-z0-9._+-]{0,12}[a-z0-9])?@[a-z0-9]{1,10}(\.[a-z0-9]{1,8}){0,2}\.(com|co\.kr|kr|net|org)",
-    fullmatch=True,
-)
+WORD = st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789", min_size=1, max_size=8)
+
+
+@st.composite
+def emails(draw: st.DrawFn) -> str:
+    local = draw(WORD)
+    if draw(st.booleans()):
+        local += draw(st.sampled_from("._+-")) + draw(WORD)  # hong.gd, a+tag, kim_1
+    labels = draw(st.lists(WORD, min_size=1, max_size=3))
+    tld = draw(st.sampled_from(["com", "co.kr", "kr", "net", "org", "ac.kr"]))
+    return f"{local}@{'.'.join(labels)}.{tld}"
+
+
+EMAIL_VALUES = emails()
 
 PII_VALUES = st.one_of(
     phones().map(lambda v: (K.PHONE, v)),
@@ -590,7 +607,7 @@ PII_VALUES = st.one_of(
 )
 
 # No example database: the tests must not write a .hypothesis/ directory into the repo.
-FAST = settings(max_examples=300, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
+FAST = settings(max_examples=150, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 @FAST
