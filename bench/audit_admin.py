@@ -23,13 +23,13 @@ import itertools
 import json
 import os
 import random
+import re
 import socket
 import statistics
 import sys
 import time
 import uuid
 from collections.abc import Callable
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -38,6 +38,7 @@ sys.path.insert(0, str(ROOT))
 SEED = 20240501
 USERS = 50
 RARE_TOKEN = "refund_2024_audit"
+NO_MATCH_TOKEN = "refund_2031_audit"  # same trigrams but one, in no row
 EXPORT_CAP = 5000
 
 LIST_URL = "/admin/audit/sqlexecution/"
@@ -48,6 +49,7 @@ SCENARIOS = [
     ("filter", "filter user07+denied+365d", LIST_URL + "?user=user07&outcome=denied&period=365d", 500),
     ("q_rare", f"search q={RARE_TOKEN} (rare)", LIST_URL + f"?q={RARE_TOKEN}", 500),
     ("q_common", "search q=customers (common)", LIST_URL + "?q=customers", 500),
+    ("q_none", f"search q={NO_MATCH_TOKEN} (no match)", LIST_URL + f"?q={NO_MATCH_TOKEN}", 500),
     ("export", "CSV export outcome=success", EXPORT_URL + "?outcome=success", 1000),
 ]
 
@@ -111,6 +113,9 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=1_000_000, help="tool-call records to load")
     parser.add_argument("--repeat", type=int, default=7, help="timed requests per scenario (after 1 warm-up)")
     parser.add_argument("--no-experiments", action="store_true", help="baseline only, no candidate fixes")
+    parser.add_argument(
+        "--profile", metavar="SCENARIO", choices=[key for key, *_rest in SCENARIOS], help="cProfile one request"
+    )
     args = parser.parse_args()
     if args.repeat < 5:
         parser.error("--repeat must be at least 5")
@@ -129,7 +134,7 @@ def main() -> None:
     os.environ["OWLAI_DB_ROLE_CHECK"] = "0"  # the bench connects as a superuser
     os.environ["DJANGO_SETTINGS_MODULE"] = "owlai.settings"
     try:
-        run(args.rows, args.repeat, experiments=not args.no_experiments)
+        run(args.rows, args.repeat, experiments=not args.no_experiments, profile=args.profile)
     finally:
         try:
             from django.db import connections
@@ -172,19 +177,23 @@ class SqlMaker:
         kind = rng.randrange(8)
         if kind == 0:
             (t,) = self._tables(1)
-            sql = f"SELECT count(*) FROM {t} WHERE {self._col(t)} IS NOT NULL"
+            sql = f"SELECT count(*) AS n FROM {t} WHERE {self._col(t)} IS NOT NULL AND id > {rng.randint(1, 99999)}"
             tables = [t]
         elif kind == 1:
             (t,) = self._tables(1)
             c1, c2 = self._col(t), self._col(t)
-            sql = f"SELECT id, {c1}, {c2} FROM {t} WHERE {c1} = {rng.randint(1, 99999)} ORDER BY {c2} DESC LIMIT {rng.choice((10, 20, 50, 100))}"
+            limit = rng.choice((10, 20, 50, 100))
+            sql = (
+                f"SELECT id, {c1}, {c2} FROM {t} WHERE {c1} = {rng.randint(1, 99999)} ORDER BY {c2} DESC LIMIT {limit}"
+            )
             tables = [t]
         elif kind == 2:
             a, b = self._tables(2)
             c = self._col(a)
             sql = (
                 f"SELECT a.{c}, sum(b.id) AS total FROM {a} a JOIN {b} b ON b.{a.rstrip('s')}_id = a.id "
-                f"WHERE a.id > {rng.randint(1, 5000)} GROUP BY a.{c} ORDER BY total DESC LIMIT {rng.choice((10, 20, 50))}"
+                f"WHERE a.id > {rng.randint(1, 5000)} GROUP BY a.{c} "
+                f"ORDER BY total DESC LIMIT {rng.choice((10, 20, 50))}"
             )
             tables = [a, b]
         elif kind == 3:
@@ -256,9 +265,11 @@ SELECT
          ELSE (ARRAY['manuals', 'policies', 'contracts-docs', 'faq', 'minutes'])[1 + floor(r.r2 * 5)::int] END,
     CASE WHEN r.r4 < 0.85 THEN 'success' WHEN r.r4 < 0.95 THEN 'denied' ELSE 'failed' END,
     CASE WHEN r.r4 < 0.85 THEN ''
-         WHEN r.r4 < 0.95 THEN (ARRAY['table ' || coalesce(p.first_table, 'documents') || ' is not granted to your roles',
-                                      'statement is not read-only', 'connection is not visible to you'])[1 + floor(r.r5 * 3)::int]
-         ELSE (ARRAY['statement timeout (30 s)', 'column does not exist', 'connection refused'])[1 + floor(r.r5 * 3)::int]
+         WHEN r.r4 < 0.95 THEN (ARRAY[
+             'table ' || coalesce(p.first_table, 'documents') || ' is not granted to your roles',
+             'statement is not read-only', 'connection is not visible to you'])[1 + floor(r.r5 * 3)::int]
+         ELSE (ARRAY[
+             'statement timeout (30 s)', 'column does not exist', 'connection refused'])[1 + floor(r.r5 * 3)::int]
     END,
     CASE WHEN r.r4 < 0.85 THEN floor(r.r6 * 5000)::int END,
     coalesce(p.sql_text, ''), false, coalesce(p.tables, '[]'::jsonb),
@@ -385,6 +396,22 @@ def describe_data() -> None:
 # --- measuring -------------------------------------------------------------
 
 
+class Recorder:
+    """Every statement a request runs, with its parameters and time (an
+    execute wrapper: CaptureQueriesContext loses them when request_started
+    resets connection.queries)."""
+
+    def __init__(self) -> None:
+        self.queries: list[tuple[str, object, float]] = []
+
+    def __call__(self, execute, sql, params, many, context):
+        started = time.perf_counter()
+        try:
+            return execute(sql, params, many, context)
+        finally:
+            self.queries.append((sql, params, (time.perf_counter() - started) * 1000))
+
+
 def request(client, url: str, key: str) -> bytes:
     response = client.get(url)
     assert response.status_code == 200, (url, response.status_code, response.content[:300])
@@ -403,61 +430,74 @@ def check(key: str, body: bytes) -> str:
         assert note and note[0].startswith("# export cut"), note
         return f"{len(data):,} data rows + cut note, {len(body) / 1e6:.1f} MB"
     rows = body.count(b'class="field-created_at')
-    assert rows > 0, key
+    assert rows > 0 or key == "q_none", key
     return f"{rows} rows on the page"
 
 
 def summarise_plan(lines: list[str]) -> tuple[str, str, str]:
-    top = lines[0].strip()
-    scans = [
-        line.strip().lstrip("-> ").strip()
-        for line in lines[1:]
-        if "Scan" in line and "Bitmap Heap" not in line or "Sort Method" in line
-    ]
+    """Top node, the scan nodes (rows out / removed by filter or recheck), execution time."""
+    nodes: list[list[str]] = []
+    for line in lines[1:]:
+        text = line.strip()
+        if text.startswith("->"):
+            nodes.append([text[2:].strip()])
+        elif nodes:
+            nodes[-1].append(text)
+    scans = []
+    for node, *details in nodes:
+        if "Scan" not in node:
+            continue
+        name = node.split("  (")[0]
+        estimate = re.search(r"cost=[\d.]+\.\.[\d.]+ rows=(\d+)", node)
+        actual = re.search(r"actual time=[\d.]+\.\.([\d.]+) rows=(\d+) loops=(\d+)", node)
+        note = f" rows={actual.group(2)}" if actual else ""
+        note += f" (est {estimate.group(1)})" if estimate else ""
+        for detail in details:
+            if detail.startswith(("Rows Removed by Filter", "Rows Removed by Index Recheck", "Heap Blocks")):
+                note += f", {detail}"
+        scans.append(name + note)
     execution = next((line.strip() for line in lines if line.startswith("Execution Time")), "")
-    return top, "; ".join(dict.fromkeys(s.split("  (")[0] for s in scans[:4])), execution
+    return lines[0].split("  (")[0], "; ".join(scans), execution
 
 
 def query_kind(sql: str) -> str:
     upper = sql.upper()
     if upper.startswith("SELECT COUNT(*)"):
-        return "COUNT" if "LIMIT" not in upper else "COUNT (capped)"
-    if 'SELECT 1 AS "A"' in upper and "LIMIT 1" in upper:
+        return "COUNT (capped)" if "LIMIT" in upper else "COUNT"
+    if 'AS "A"' in upper and upper.endswith("LIMIT 1"):
         return "EXISTS"
-    if "LIMIT 50" in upper:
-        return "page"
-    if "LIMIT 5001" in upper:
+    if upper.endswith("LIMIT 5001"):
         return "export rows"
+    if upper.endswith("LIMIT 50"):
+        return "page rows"
     return "other"
 
 
-def explain(captured: list[dict]) -> list[str]:
+def explain(recorded: list[tuple[str, object, float]]) -> list[str]:
     """EXPLAIN (ANALYZE, BUFFERS) the SELECTs on the audit table of one request."""
     from django.db import connection
 
     out = []
-    for query in captured:
-        sql = query["sql"]
+    for sql, params, elapsed in recorded:
         if not sql.upper().startswith("SELECT") or "audit_toolcallaudit" not in sql:
             continue
         with connection.cursor() as cursor:
-            cursor.execute("EXPLAIN (ANALYZE, BUFFERS) " + sql)
+            cursor.execute("EXPLAIN (ANALYZE, BUFFERS) " + sql, params)
             lines = [row[0] for row in cursor.fetchall()]
         top, scans, execution = summarise_plan(lines)
         out.append(
-            f"    {query_kind(sql):<14} {float(query['time']) * 1000:8.1f} ms in request | {top.split('  (')[0]}"
-            f" | {scans} | {execution}"
+            f"    {query_kind(sql):<14} {elapsed:8.1f} ms in request | {top.split('  (')[0]} | {scans} | {execution}"
         )
     return out
 
 
 def measure(client, repeat: int, *, with_explain: bool) -> dict[str, list[float]]:
     from django.db import connection
-    from django.test.utils import CaptureQueriesContext
 
     results: dict[str, list[float]] = {}
     for key, label, url, goal in SCENARIOS:
-        with CaptureQueriesContext(connection) as captured:  # the warm-up
+        recorder = Recorder()
+        with connection.execute_wrapper(recorder):  # the warm-up
             body = request(client, url, key)
         what = check(key, body)
         timings = []
@@ -468,13 +508,15 @@ def measure(client, repeat: int, *, with_explain: bool) -> dict[str, list[float]
         results[key] = timings
         median = statistics.median(timings)
         verdict = "ok" if median <= goal else "MISSED"
-        db_ms = sum(float(q["time"]) for q in captured.captured_queries) * 1000
+        db_ms = sum(elapsed for _sql, _params, elapsed in recorder.queries)
+        event_ms = sum(e for sql, _p, e in recorder.queries if sql.startswith('INSERT INTO "audit_auditevent"'))
         print(
             f"{label}: median {median:.1f} ms (min {min(timings):.1f}, max {max(timings):.1f}) "
-            f"goal <= {goal} ms {verdict} [{what}; warm-up: {len(captured)} queries, {db_ms:.1f} ms in SQL]"
+            f"goal <= {goal} ms {verdict} [{what}; warm-up: {len(recorder.queries)} queries, {db_ms:.1f} ms in SQL, of which "
+            f"AuditEvent INSERT {event_ms:.1f} ms]"
         )
         if with_explain:
-            for line in explain(captured.captured_queries):
+            for line in explain(recorder.queries):
                 print(line)
     return results
 
@@ -497,12 +539,25 @@ def ddl(*statements: str) -> Callable[[], None]:
                 started = time.perf_counter()
                 cursor.execute(statement)
                 print(f"  {statement} ({time.perf_counter() - started:.1f} s)")
-            cursor.execute("ANALYZE audit_toolcallaudit")
+        # No ANALYZE: the other statistics stay as in the baseline, so plans compare.
 
     return apply
 
 
-def run(rows: int, repeat: int, *, experiments: bool) -> None:
+def profile_request(client, key: str) -> None:
+    import cProfile
+    import pstats
+
+    url = next(url for k, _label, url, _goal in SCENARIOS if k == key)
+    profiler = cProfile.Profile()
+    profiler.enable()
+    request(client, url, key)
+    profiler.disable()
+    print(f"cProfile of one {key} request (baseline schema):", file=sys.stderr)
+    pstats.Stats(profiler, stream=sys.stderr).sort_stats("tottime").print_stats(15)
+
+
+def run(rows: int, repeat: int, *, experiments: bool, profile: str | None = None) -> None:
     import django
 
     django.setup()
@@ -523,8 +578,12 @@ def run(rows: int, repeat: int, *, experiments: bool) -> None:
 
     print("\n== baseline (schema as migrated)")
     baseline = measure(client, repeat, with_explain=True)
-    if experiments:
-        run_experiments(client, repeat)
+    if profile:
+        profile_request(client, profile)
+    fixed = run_experiments(client, repeat) if experiments else {}
+    for title, figures in fixed.items():
+        medians = ", ".join(f"{key} {statistics.median(figures[key]):.0f}" for key, *_rest in SCENARIOS)
+        print(f"with fix ({title}), median ms: {medians}")
 
     medians = ", ".join(f"{key} {statistics.median(baseline[key]):.0f}" for key, *_rest in SCENARIOS)
     missed = [key for key, _label, _url, goal in SCENARIOS if statistics.median(baseline[key]) > goal]
@@ -534,8 +593,41 @@ def run(rows: int, repeat: int, *, experiments: bool) -> None:
     )
 
 
-def run_experiments(client, repeat: int) -> None:
-    pass
+def capped_count_paginator(cap: int):
+    """The candidate code fix: count at most `cap` + 1 rows (LIMIT inside the
+    COUNT), so the changelist (and the export, which builds a changelist)
+    never counts a million rows. The page would show "10,000+" results."""
+    from django.core.paginator import Paginator
+    from django.utils.functional import cached_property
+
+    class CappedCountPaginator(Paginator):
+        @cached_property
+        def count(self) -> int:
+            return self.object_list[: cap + 1].count()
+
+    return CappedCountPaginator
+
+
+def run_experiments(client, repeat: int) -> dict[str, dict[str, list[float]]]:
+    from django.contrib import admin
+
+    from audit.models import SqlExecution
+
+    model_admin = admin.site._registry[SqlExecution]
+    results = {}
+
+    def cap_counts() -> None:
+        model_admin.paginator = capped_count_paginator(10_000)
+        print("  SqlExecutionAdmin.paginator = paginator whose count is queryset[:10001].count() (this process only)")
+
+    results["capped COUNT"] = experiment(client, repeat, "capped COUNT in the changelist paginator", cap_counts)
+    results["capped COUNT + username index"] = experiment(
+        client,
+        repeat,
+        "capped COUNT + index on (actor_username, created_at DESC)",
+        ddl("CREATE INDEX audit_tc_username_time ON audit_toolcallaudit (actor_username, created_at DESC)"),
+    )
+    return results
 
 
 if __name__ == "__main__":

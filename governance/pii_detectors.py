@@ -198,6 +198,8 @@ _CSEP = r"(?:[ \t]?-[ \t]?|[ \t])"
 # 10-19, Seoul 2, area codes 31-33/41-44/51-55/61-64, 050X, 060/070/080.
 _NAT = r"(?:50\d|1[016-9]|2|3[1-3]|4[1-4]|5[1-5]|6[1-4]|[678]0)"
 
+# Branches in order of frequency (they start differently, so order never
+# changes what matches): domestic, parenthesised area code, international.
 _PHONE_BODY = rf"""
     (?:
         0{_NAT}\)?                                                                # 010-..., 02)123-4567
