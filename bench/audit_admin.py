@@ -38,6 +38,8 @@ sys.path.insert(0, str(ROOT))
 SEED = 20240501
 USERS = 50
 RARE_TOKEN = "refund_2024_audit"
+VERY_RARE_TOKEN = "payroll_check_0925"  # appended to 0.01% of run_sql rows
+VERY_RARE_SHARE = 0.0001
 NO_MATCH_TOKEN = "refund_2031_audit"  # same trigrams but one, in no row
 EXPORT_CAP = 5000
 
@@ -49,7 +51,8 @@ SCENARIOS = [
     ("filter", "filter user07+denied+365d", LIST_URL + "?user=user07&outcome=denied&period=365d", 500),
     ("q_rare", f"search q={RARE_TOKEN} (rare)", LIST_URL + f"?q={RARE_TOKEN}", 500),
     ("q_common", "search q=customers (common)", LIST_URL + "?q=customers", 500),
-    ("q_none", f"search q={NO_MATCH_TOKEN} (no match)", LIST_URL + f"?q={NO_MATCH_TOKEN}", 500),
+    ("q_very_rare", f"search q={VERY_RARE_TOKEN} (very rare, extra)", LIST_URL + f"?q={VERY_RARE_TOKEN}", 500),
+    ("q_none", f"search q={NO_MATCH_TOKEN} (no match, extra)", LIST_URL + f"?q={NO_MATCH_TOKEN}", 500),
     ("export", "CSV export outcome=success", EXPORT_URL + "?outcome=success", 1000),
 ]
 
@@ -272,7 +275,9 @@ SELECT
              'statement timeout (30 s)', 'column does not exist', 'connection refused'])[1 + floor(r.r5 * 3)::int]
     END,
     CASE WHEN r.r4 < 0.85 THEN floor(r.r6 * 5000)::int END,
-    coalesce(p.sql_text, ''), false, coalesce(p.tables, '[]'::jsonb),
+    CASE WHEN r.r10 < {VERY_RARE_SHARE} THEN left(p.sql_text, 370) || ' /* {VERY_RARE_TOKEN} */'
+         ELSE coalesce(p.sql_text, '') END,
+    false, coalesce(p.tables, '[]'::jsonb),
     CASE WHEN r.r7 < 0.05 THEN 'playbook' ELSE 'chat' END,
     CASE WHEN r.r7 < 0.05 THEN 'pb-' || (1 + floor(r.r8 * 40)) ELSE '' END,
     md5(u.username || '/' || (r.g / 6))::uuid, 1 + r.g %% 6,
@@ -280,7 +285,7 @@ SELECT
 FROM (
     SELECT g, random() < 0.9 AS is_sql, random() < {RARE_SHARE} AS rare, floor(random() * {USER_SLOTS})::int AS slot,
            random() AS r2, random() AS r3, random() AS r4, random() AS r5, random() AS r6, random() AS r7,
-           random() AS r8, random() AS r9
+           random() AS r8, random() AS r9, random() AS r10
     FROM generate_series(1, %(rows)s) AS g
 ) AS r
 JOIN bench_user_slots u ON u.slot = r.slot
@@ -374,21 +379,21 @@ def describe_data() -> None:
         )
         run_sql, success, denied, failed, min_len, max_len, avg_len, oldest, newest = cursor.fetchone()
         cursor.execute(
-            "SELECT count(*) FILTER (WHERE UPPER(sql_text) LIKE %s), count(*) FILTER (WHERE tables @> %s::jsonb), "
+            "SELECT count(*) FILTER (WHERE UPPER(sql_text) LIKE %s), count(*) FILTER (WHERE UPPER(sql_text) LIKE %s), "
             "count(*) FILTER (WHERE UPPER(sql_text) LIKE '%%CUSTOMERS%%'), "
             "count(*) FILTER (WHERE tables @> '[\"customers\"]'::jsonb), "
             "count(*) FILTER (WHERE actor_username = 'user07' AND outcome = 'denied' "
             "AND created_at >= now() - interval '365 days') "
             "FROM audit_toolcallaudit WHERE tool = 'run_sql'",
-            [f"%{RARE_TOKEN.upper()}%", json.dumps([RARE_TOKEN])],
+            [f"%{RARE_TOKEN.upper()}%", f"%{VERY_RARE_TOKEN.upper()}%"],
         )
-        rare_text, rare_tables, common_text, common_tables, user07 = cursor.fetchone()
+        rare, very_rare, common_text, common_tables, user07 = cursor.fetchone()
     print(
         f"data: run_sql {run_sql:,}; success {success:,} / denied {denied:,} / failed {failed:,}; "
         f"sql_text {min_len}-{max_len} chars (avg {avg_len}); {oldest:%Y-%m-%d} .. {newest:%Y-%m-%d}"
     )
     print(
-        f"data: matches among run_sql rows: {RARE_TOKEN!r} {rare_text:,} in text / {rare_tables:,} in tables; "
+        f"data: matches among run_sql rows: {RARE_TOKEN!r} {rare:,}; {VERY_RARE_TOKEN!r} {very_rare:,}; "
         f"'customers' {common_text:,} in text / {common_tables:,} in tables; user07+denied+365d {user07:,}"
     )
 
@@ -431,6 +436,7 @@ def check(key: str, body: bytes) -> str:
         return f"{len(data):,} data rows + cut note, {len(body) / 1e6:.1f} MB"
     rows = body.count(b'class="field-created_at')
     assert rows > 0 or key == "q_none", key
+    assert rows == 0 or key != "q_none", key
     return f"{rows} rows on the page"
 
 
@@ -512,8 +518,8 @@ def measure(client, repeat: int, *, with_explain: bool) -> dict[str, list[float]
         event_ms = sum(e for sql, _p, e in recorder.queries if sql.startswith('INSERT INTO "audit_auditevent"'))
         print(
             f"{label}: median {median:.1f} ms (min {min(timings):.1f}, max {max(timings):.1f}) "
-            f"goal <= {goal} ms {verdict} [{what}; warm-up: {len(recorder.queries)} queries, {db_ms:.1f} ms in SQL, of which "
-            f"AuditEvent INSERT {event_ms:.1f} ms]"
+            f"goal <= {goal} ms {verdict} [{what}; warm-up: {len(recorder.queries)} queries, "
+            f"{db_ms:.1f} ms in SQL, of which AuditEvent INSERT {event_ms:.1f} ms]"
         )
         if with_explain:
             for line in explain(recorder.queries):

@@ -451,3 +451,19 @@ def test_owner_role_can_rerun_the_setup_itself(pg):
     assert policies == len(POLICY_NAMES) * len(AUDIT_TABLES)
     with acting_as(pg, pg.app) as conn:
         assert runtime_role_problems(conn) == []
+
+
+# --- the production set-up runs a whole turn -----------------------------------------
+
+
+@pytest.mark.e2e
+def test_a_whole_turn_runs_as_the_application_role_with_the_check_on(
+    pg, tmp_path, require_redis, pg_target_dsn, django_user_model
+):
+    """Web and worker connected as the application role the command set up,
+    with the start-up check on: they start, run a governed turn, and write
+    its audit row (INSERT is all they may do to it)."""
+    from tests.test_e2e_chat import ask_and_check_one_governed_turn, running_stack
+
+    with running_stack(tmp_path, pg_target_dsn, db_user=pg.app, role_check=True) as stack:
+        ask_and_check_one_governed_turn(stack, django_user_model)

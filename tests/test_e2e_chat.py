@@ -5,6 +5,7 @@ records every request."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
@@ -53,9 +54,10 @@ def wait_for_port(port: int, proc: subprocess.Popen, log: Path, timeout: float =
     raise AssertionError(f"server did not listen on {port}:\n{log.read_text()}")
 
 
-@pytest.fixture
-def stack(tmp_path, require_postgres_app_db, require_redis, pg_target_dsn):
-    """Config file, scripted model server, daphne and a Celery worker."""
+@contextlib.contextmanager
+def running_stack(tmp_path, target_dsn: str, *, db_user: str | None = None, role_check: bool = False):
+    """Config file, scripted model server, daphne and a Celery worker, the two
+    processes connected as `db_user` (default: the test database's user)."""
     fake = FakeLLMServer().__enter__()
     config_text = f"""
 [[providers]]
@@ -74,18 +76,20 @@ models = ["inhouse-model"]
     run_id = uuid.uuid4().hex[:8]
     env = {
         **os.environ,
-        "DATABASE_URL": f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{django_connection.settings_dict['NAME']}",
+        "DATABASE_URL": (
+            f"postgres://{db_user or db['USER']}@{db['HOST']}:{db['PORT']}/{django_connection.settings_dict['NAME']}"
+        ),
         "REDIS_URL": settings.REDIS_URL,
         "SECRET_KEY": settings.SECRET_KEY,
         "OWLAI_CONFIG": str(config_path),
         "OWLAI_CHANNEL_PREFIX": f"owlai-e2e-{run_id}",
         "OWLAI_CELERY_QUEUE": f"owlai-e2e-{run_id}",
-        "OWLAI_TEST_TARGET_DSN": pg_target_dsn,
+        "OWLAI_TEST_TARGET_DSN": target_dsn,
         "ALLOWED_HOSTS": "127.0.0.1,localhost",
         "DB_CONN_MAX_AGE": "0",
-        # The stack connects as the test superuser; the role check itself is
-        # tested in test_audit_db_guards.py / test_startup_refusals.py.
-        "OWLAI_DB_ROLE_CHECK": "0",
+        # As the test superuser the start-up role check must be off; as a
+        # production application role it stays on.
+        "OWLAI_DB_ROLE_CHECK": "1" if role_check else "0",
     }
     port = free_port()
     web_log, worker_log = tmp_path / "daphne.log", tmp_path / "worker.log"
@@ -131,6 +135,12 @@ models = ["inhouse-model"]
         fake.__exit__(None, None, None)
 
 
+@pytest.fixture
+def stack(tmp_path, require_postgres_app_db, require_redis, pg_target_dsn):
+    with running_stack(tmp_path, pg_target_dsn) as running:
+        yield running
+
+
 def staff_with_grant(django_user_model):
     staff = django_user_model.objects.create_user("e2e-staff", password="pw-e2e-123")
     target = DbConnection.objects.create(
@@ -161,6 +171,10 @@ def chat(port: int, conversation_id, cookie: str, frame: dict, timeout: float = 
 
 
 def test_question_to_answer_through_worker_with_one_audit_row(stack, django_user_model):
+    ask_and_check_one_governed_turn(stack, django_user_model)
+
+
+def ask_and_check_one_governed_turn(stack, django_user_model) -> None:
     staff = staff_with_grant(django_user_model)
     fake = stack["fake"]
     fake.script = [
