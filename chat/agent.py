@@ -3,6 +3,7 @@ every tool call goes through the executor passed in, never around it."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -12,6 +13,33 @@ from chat.llm import AssistantReply, ModelClient
 
 Emit = Callable[[str, dict], None]
 Execute = Callable[..., ToolResult]
+
+
+# A trailing "[" plus up to a kind label and digits may be the start of a
+# token like [전화번호-12] that the next delta completes.
+_PARTIAL_TOKEN = re.compile(r"\[[^\[\]\s]{0,12}(?:-\d{0,9})?$")
+
+
+class TokenSafeStream:
+    """Forwards streamed text but never splits a masked-value token across two
+    `message.delta` events, so the page can render (and reveal) it whole."""
+
+    def __init__(self, send: Callable[[str], None]) -> None:
+        self._send = send
+        self._held = ""
+
+    def feed(self, text: str) -> None:
+        text = self._held + text
+        match = _PARTIAL_TOKEN.search(text)
+        self._held = text[match.start() :] if match else ""
+        ready = text[: match.start()] if match else text
+        if ready:
+            self._send(ready)
+
+    def flush(self) -> None:
+        if self._held:
+            self._send(self._held)
+            self._held = ""
 
 
 @dataclass(frozen=True)
@@ -47,11 +75,10 @@ def run_agent_loop(
     turn and the tool result never reaches the model."""
     new: list[dict] = []
 
-    def on_delta(text: str) -> None:
-        emit("message.delta", {"text": text})
-
     for _step in range(max_steps):
-        reply = client.complete(messages=messages + new, tools=tools, on_delta=on_delta)
+        stream = TokenSafeStream(lambda text: emit("message.delta", {"text": text}))
+        reply = client.complete(messages=messages + new, tools=tools, on_delta=stream.feed)
+        stream.flush()
         new.append(_assistant_entry(reply))
         if not reply.tool_calls:
             emit("message.completed", {"text": reply.content})

@@ -11,22 +11,32 @@ from __future__ import annotations
 
 import datetime as dt
 import decimal
+import hashlib
 import json
 import logging
+import re
 import time
 import uuid
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
+
+from django.conf import settings
 
 from audit.models import Outcome
 from audit.services import tool_call_audit_write
 from chat.context import TurnContext
 from chat.db_exec import QueryError, execute_readonly
 from chat.document_search import search_collection
+from chat.masking import InMemoryVault, MaskCounts, Vault, mask_any, mask_rows, mask_string
+from chat.reidentify import reidentify_sql
 from chat.tools import RUN_SQL, SEARCH_DOCUMENTS
+from chat.vault import DbVault
 from governance.models import DbConnection, DocumentCollection
+from governance.schema_analysis import classification_schema, mask_stats_record
 from governance.services import GovernanceError, db_connection_dsn
 from governance.sql_guard import analyse_sql
+from governance.sql_lineage import classify_outputs
 from governance.table_access import GrantScope, tables_not_granted
 from governance.visibility import collection_access, db_access
 
@@ -96,19 +106,26 @@ def _run_sql(ctx: TurnContext, raw_arguments: str) -> ToolResult:
         _audit_sql(ctx, connection, sql, tables, Outcome.DENIED, "internal error during checks", started)
         return _refusal("the call could not be checked and was refused")
 
+    vault = vault_for(ctx)
     try:
         dsn = db_connection_dsn(connection=connection)
+        # Tokens of this conversation inside string literals go back to their
+        # originals for the database only; the audit row keeps `sql` as written.
+        executed_sql = reidentify_sql(sql, connection.sql_dialect, vault.original_for)
         result = execute_readonly(
             engine=connection.engine,
             dsn=dsn,
-            sql=sql,
+            sql=executed_sql,
             row_cap=connection.row_cap,
             timeout_ms=connection.statement_timeout_ms,
         )
     except (QueryError, GovernanceError) as exc:
-        _audit_sql(ctx, connection, sql, tables, Outcome.FAILED, str(exc), started)
+        # A database error can quote values (even a re-identified original):
+        # it is masked before the audit row and the model see it.
+        message = mask_string(str(exc), vault)
+        _audit_sql(ctx, connection, sql, tables, Outcome.FAILED, message, started)
         return ToolResult(
-            content=json.dumps({"error": f"query failed: {exc}"}, ensure_ascii=False), outcome=Outcome.FAILED
+            content=json.dumps({"error": f"query failed: {message}"}, ensure_ascii=False), outcome=Outcome.FAILED
         )
     except Exception as exc:
         logger.exception("query execution crashed")
@@ -118,18 +135,110 @@ def _run_sql(ctx: TurnContext, raw_arguments: str) -> ToolResult:
     # The row is written before the result exists for the model; if this
     # raises, the result is dropped with the exception (fail closed).
     _audit_sql(ctx, connection, sql, tables, Outcome.SUCCESS, "", started, row_count=len(result.rows))
+    # Then, in this order (seed 000): binary -> size marker, credentialed URLs
+    # -> short references, personal data -> tokens, big results -> spill file.
+    rows = [[shorten_credentialed_urls(sanitise_value(v)) for v in row] for row in result.rows]
+    rows = mask_sql_rows(ctx, connection, sql, result.columns, rows, vault)
     payload = {
         "connection": connection.name,
         "columns": result.columns,
-        "rows": [[sanitise_value(v) for v in row] for row in result.rows],
+        "rows": rows,
         "row_count": len(result.rows),
         "truncated": result.truncated,
     }
     if result.truncated:
         payload["note"] = f"only the first {connection.row_cap} rows are shown; aggregate in SQL instead"
-    return ToolResult(
-        content=json.dumps(payload, ensure_ascii=False), outcome=Outcome.SUCCESS, row_count=len(result.rows)
-    )
+    return ToolResult(content=spill_if_large(ctx, payload), outcome=Outcome.SUCCESS, row_count=len(result.rows))
+
+
+def vault_for(ctx: TurnContext) -> Vault:
+    return DbVault(ctx.conversation_id) if ctx.conversation_id else InMemoryVault()
+
+
+def mask_sql_rows(ctx, connection: DbConnection, sql: str, columns: list[str], rows: list, vault: Vault) -> list:
+    """Classified columns (via lineage) are masked whole; the detectors run over
+    every other string. Lineage failures mask more, never less."""
+    schema = classification_schema(connection=connection)
+    outputs = aligned_outputs(classify_outputs(sql, connection.sql_dialect, schema, n_columns=len(columns)), columns)
+    column_kinds = {o.index: o.pii_kind for o in outputs if o.pii_kind}
+    origins = {o.index: o.sources[0] for o in outputs if o.sources}
+    counts = MaskCounts()
+    masked = mask_rows(rows, column_kinds=column_kinds, column_origins=origins, vault=vault, counts=counts)
+    if counts:
+        try:
+            mask_stats_record(connection_id=connection.pk, counts=counts)
+        except Exception:
+            logger.exception("masking statistics could not be recorded")  # statistics only; masking already done
+    return masked
+
+
+def aligned_outputs(outputs: list, columns: list[str]) -> list:
+    """Lineage predicts the output columns; the database says what came back.
+    When the two disagree (e.g. a schema that changed since the analysis),
+    map by name, and where a name is unknown or ambiguous mask the column if
+    the query touched any personal data at all (when in doubt, mask)."""
+    if [o.name.lower() for o in outputs] == [c.lower() for c in columns]:
+        return outputs
+    from dataclasses import replace
+
+    doubt_kind = next((o.pii_kind for o in outputs if o.pii_kind), None)
+    by_name: dict[str, list] = {}
+    for output in outputs:
+        by_name.setdefault(output.name.lower(), []).append(output)
+    aligned = []
+    for index, column in enumerate(columns):
+        candidates = by_name.get(column.lower(), [])
+        kinds = {c.pii_kind for c in candidates}
+        if len(candidates) >= 1 and len(kinds) == 1:
+            aligned.append(replace(candidates[0], index=index))
+        else:
+            aligned.append(
+                replace(
+                    outputs[0],
+                    index=index,
+                    name=column,
+                    pii_kind=doubt_kind,
+                    sources=(),
+                    reason="output not matched to lineage; masked when in doubt",
+                )
+                if outputs
+                else None
+            )
+    return [a for a in aligned if a is not None]
+
+
+def spill_if_large(ctx: TurnContext, payload: dict) -> str:
+    """A result too big for the model's context goes to a per-conversation file
+    (already masked) and the model gets a preview and the file's name."""
+    content = json.dumps(payload, ensure_ascii=False)
+    if len(content) <= settings.OWLAI_SPILL_CHARS or not payload.get("rows"):
+        return content
+    path = spill_path(ctx)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(content, encoding="utf-8")
+    preview = dict(payload, rows=payload["rows"][: settings.OWLAI_SPILL_PREVIEW_ROWS])
+    preview["spilled"] = {"file": path.name, "rows": len(payload["rows"]), "note": "full (masked) result saved"}
+    return json.dumps(preview, ensure_ascii=False)
+
+
+def spill_path(ctx: TurnContext) -> Path:
+    folder = Path(settings.VAR_DIR) / "spill" / str(ctx.conversation_id or "no-conversation")
+    return folder / f"turn{ctx.turn_id or 0}-{uuid.uuid4().hex[:8]}.json"
+
+
+_CREDENTIAL_URL = re.compile(
+    r"\b[a-z][a-z0-9+.-]*://(?:[^\s/@]+@[^\s]+|[^\s]*[?&](?:token|access_token|key|api_key|apikey|sig|signature|"
+    r"x-amz-signature|x-amz-credential|secret|password|auth)=[^\s]*)",
+    re.IGNORECASE,
+)
+
+
+def shorten_credentialed_urls(value: Any) -> Any:
+    """URLs with credentials or signed tokens become short references: the
+    model needs to know a link exists, never the secret in it."""
+    if not isinstance(value, str) or "://" not in value:
+        return value
+    return _CREDENTIAL_URL.sub(lambda m: f"[URL-{hashlib.sha256(m.group(0).encode()).hexdigest()[:8]}]", value)
 
 
 def _parse_arguments(raw: str) -> dict[str, Any]:
@@ -200,8 +309,10 @@ def _search_documents(ctx: TurnContext, raw_arguments: str) -> ToolResult:
         return ToolResult(content=json.dumps({"error": "search failed"}), outcome=Outcome.FAILED)
     # Audited with the hit count only: neither the query nor the text found.
     _audit_search(ctx, collection, Outcome.SUCCESS, "", started, row_count=len(hits))
-    payload = {"collection": collection.name, "hits": [{"title": h.title, "text": h.text} for h in hits]}
-    return ToolResult(content=json.dumps(payload, ensure_ascii=False), outcome=Outcome.SUCCESS, row_count=len(hits))
+    hits_payload = [{"title": h.title, "text": shorten_credentialed_urls(h.text)} for h in hits]
+    counts = MaskCounts()
+    payload = {"collection": collection.name, "hits": mask_any(hits_payload, vault_for(ctx), counts)}
+    return ToolResult(content=spill_if_large(ctx, payload), outcome=Outcome.SUCCESS, row_count=len(hits))
 
 
 def _audit_search(

@@ -96,3 +96,24 @@ class Message(models.Model):
         verbose_name = _("message")
         verbose_name_plural = _("messages")
         ordering = ["created_at", "id"]
+
+
+class VaultEntry(models.Model):
+    """One masked value of one conversation: its token number and the original,
+    encrypted. Looked up by a keyed digest of the normalised value, so the
+    same value gets the same token within the conversation; deleted with it."""
+
+    conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="vault_entries")
+    kind = models.CharField(max_length=20)
+    number = models.PositiveIntegerField()
+    digest = models.CharField(max_length=64)
+    ciphertext = models.TextField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        verbose_name = _("vault entry")
+        verbose_name_plural = _("vault entries")
+        constraints = [
+            models.UniqueConstraint(fields=["conversation", "kind", "number"], name="uniq_vault_token"),
+            models.UniqueConstraint(fields=["conversation", "kind", "digest"], name="uniq_vault_value"),
+        ]

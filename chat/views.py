@@ -10,6 +10,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from chat.models import Conversation, MessageRole
+from chat.reveal import may_reveal, token_reveal
 from chat.services import conversation_create, mention_tier, models_for_conversation
 from governance.models import LlmModel
 from governance.visibility import visible_resources
@@ -17,7 +18,7 @@ from governance.visibility import visible_resources
 
 @login_required
 def chat_page(request):
-    return render(request, "chat/page.html")
+    return render(request, "chat/page.html", {"may_reveal": may_reveal(user=request.user)})
 
 
 def _model_json(model: LlmModel) -> dict:
@@ -80,6 +81,32 @@ def conversation_mentions(request: Request, conversation_id) -> Response:
         [{"name": c.name, "kind": "database"} for c in resources.connections]
         + [{"name": c.name, "kind": "documents"} for c in resources.collections]
     )
+
+
+@api_view(["DELETE"])
+def conversation_delete(request: Request, conversation_id) -> Response:
+    """Deleting a conversation deletes its messages and its token vault; the
+    audit rows of what it touched stay (they hold no foreign key to it)."""
+    conversation = get_object_or_404(Conversation, pk=conversation_id, owner=request.user)
+    conversation.delete()
+    return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class RevealSerializer(serializers.Serializer):
+    token = serializers.CharField(max_length=40)
+
+
+@api_view(["POST"])
+def conversation_reveal(request: Request, conversation_id) -> Response:
+    conversation = get_object_or_404(Conversation, pk=conversation_id, owner=request.user)
+    serializer = RevealSerializer(data=request.data)
+    serializer.is_valid(raise_exception=True)
+    result = token_reveal(
+        conversation=conversation, user=request.user, token=serializer.validated_data["token"], request=request
+    )
+    if not result.allowed:
+        return Response({"detail": result.reason}, status=status.HTTP_403_FORBIDDEN)
+    return Response({"token": serializer.validated_data["token"], "original": result.original})
 
 
 @api_view(["GET"])

@@ -5,8 +5,12 @@ Writes go through governance.services so the rules hold however a change is made
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from django import forms
 from django.contrib import admin, messages
+from django.db.models import OuterRef, Subquery, Sum
+from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
 from governance.exposure import (
@@ -18,6 +22,7 @@ from governance.exposure import (
 )
 from governance.grant_diff import EMPTY
 from governance.models import (
+    ColumnClassification,
     DbConnection,
     DbGrant,
     Document,
@@ -25,9 +30,11 @@ from governance.models import (
     Exposure,
     FeatureDefault,
     LlmModel,
+    MaskStat,
     Provider,
     Role,
 )
+from governance.schema_analysis import column_classification_set, schema_analysis_start
 from governance.services import (
     GovernanceError,
     db_connection_set_stored_dsn,
@@ -207,6 +214,14 @@ class DbGrantInline(admin.TabularInline):
 @admin.register(DbConnection)
 class DbConnectionAdmin(ExposureAdminMixin, admin.ModelAdmin):
     form = DbConnectionForm
+    actions = ["analyse_schema"]
+
+    @admin.action(description=_("Analyse schema (classify personal data columns)"))
+    def analyse_schema(self, request, queryset) -> None:
+        for connection in queryset:
+            schema_analysis_start(connection=connection, request=request)
+        self.message_user(request, _("Schema analysis started."), level=messages.INFO)
+
     list_display = ("name", "engine", "exposure", "dsn_source", "row_cap", "statement_timeout_ms")
     list_filter = ("engine", "exposure")
     search_fields = ("name", "business_summary")
@@ -251,6 +266,71 @@ class DocumentAdmin(admin.ModelAdmin):
     search_fields = ("title",)
 
 
+class ClassificationForm(forms.ModelForm):
+    class Meta:
+        model = ColumnClassification
+        fields = ("pii_kind",)
+
+
+@admin.register(ColumnClassification)
+class ColumnClassificationAdmin(admin.ModelAdmin):
+    """Review and correct the analysis. The masked count of the last 7 days
+    shows over-masked columns; an edit applies to the next query."""
+
+    form = ClassificationForm
+    list_display = (
+        "connection",
+        "table_name",
+        "column_name",
+        "pii_kind",
+        "source",
+        "state",
+        "confidence",
+        "masked_last_7_days",
+    )
+    list_filter = ("connection", "pii_kind", "source", "state")
+    search_fields = ("table_name", "column_name")
+    readonly_fields = (
+        "connection",
+        "table_name",
+        "column_name",
+        "data_type",
+        "source",
+        "state",
+        "confidence",
+        "sample_size",
+        "reason",
+        "classified_at",
+        "classified_by_username",
+        "masked_last_7_days",
+    )
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    def get_queryset(self, request):
+        since = timezone.localdate() - timedelta(days=7)
+        masked = (
+            MaskStat.objects.filter(
+                connection_id_value=OuterRef("connection_id"),
+                table_name=OuterRef("table_name"),
+                column_name=OuterRef("column_name"),
+                day__gte=since,
+            )
+            .values("connection_id_value")
+            .annotate(total=Sum("count"))
+            .values("total")
+        )
+        return super().get_queryset(request).select_related("connection").annotate(masked_7d=Subquery(masked))
+
+    @admin.display(description=_("masked (7 days)"), ordering="masked_7d")
+    def masked_last_7_days(self, obj) -> int:
+        return getattr(obj, "masked_7d", None) or 0
+
+    def save_model(self, request, obj, form, change) -> None:
+        column_classification_set(classification=obj, pii_kind=form.cleaned_data["pii_kind"], request=request)
+
+
 @admin.register(Role)
 class RoleAdmin(admin.ModelAdmin):
     """Grant changes are recorded as one permission-change event per save:
@@ -259,6 +339,7 @@ class RoleAdmin(admin.ModelAdmin):
     list_display = ("name", "description")
     search_fields = ("name",)
     filter_horizontal = ("users", "document_collections")
+    fields = ("name", "description", "users", "document_collections", "can_view_raw_pii")
     inlines = [DbGrantInline]
 
     def save_model(self, request, obj, form, change) -> None:

@@ -18,6 +18,7 @@ class RoleGrants:
     databases: dict[str, frozenset[str]]  # connection name -> {WHOLE} or table names
     collections: frozenset[str]
     members: frozenset[str]
+    reveal_pii: bool = False  # members may reveal masked personal data
 
 
 def _atoms(grants: RoleGrants) -> set[tuple[str, str, str]]:
@@ -27,6 +28,8 @@ def _atoms(grants: RoleGrants) -> set[tuple[str, str, str]]:
             atoms.add(("db", connection, table))
     for collection in grants.collections:
         atoms.add(("collection", collection, ""))
+    if grants.reveal_pii:
+        atoms.add(("permission", "reveal_personal_data", ""))
     return atoms
 
 
@@ -34,6 +37,8 @@ def _describe(atom: tuple[str, str, str]) -> dict:
     kind, resource, table = atom
     if kind == "collection":
         return {"kind": "document_collection", "resource": resource}
+    if kind == "permission":
+        return {"kind": "permission", "resource": resource}
     if table == WHOLE:
         return {"kind": "db_connection", "resource": resource, "scope": "whole_database"}
     return {"kind": "db_connection", "resource": resource, "scope": "table", "table": table}

@@ -204,6 +204,11 @@ class Role(models.Model):
     document_collections = models.ManyToManyField(
         DocumentCollection, blank=True, related_name="roles", verbose_name=_("document collections")
     )
+    can_view_raw_pii = models.BooleanField(
+        _("may reveal personal data"),
+        default=False,
+        help_text=_("Members may reveal the original behind a masked token in their chats (each reveal is audited)."),
+    )
 
     class Meta:
         verbose_name = _("role")
@@ -239,3 +244,84 @@ class DbGrant(models.Model):
     def __str__(self) -> str:
         scope = _("whole database") if self.whole_database else ", ".join(self.tables)
         return f"{self.role} → {self.connection}: {scope}"
+
+
+class PiiKindChoice(models.TextChoices):
+    """Mirrors governance.pii_detectors.PiiKind (ids) with translatable labels."""
+
+    RRN = "rrn", _("Resident registration number")
+    FOREIGNER_RN = "frn", _("Foreigner registration number")
+    PHONE = "phone", _("Phone number")
+    EMAIL = "email", _("Email")
+    CARD = "card", _("Card number")
+    ACCOUNT = "account", _("Bank account number")
+    PASSPORT = "passport", _("Passport number")
+    DRIVER_LICENSE = "driver_license", _("Driver's licence number")
+    NAME = "name", _("Name")
+    ADDRESS = "address", _("Address")
+
+
+class ClassificationSource(models.TextChoices):
+    AUTO = "auto", _("Schema analysis")
+    MANUAL = "manual", _("Admin")
+
+
+class ClassificationState(models.TextChoices):
+    SUGGESTED = "suggested", _("Suggested")
+    CONFIRMED = "confirmed", _("Confirmed")
+
+
+class ColumnClassification(models.Model):
+    """Whether a column of a customer database holds personal data (seed 000).
+    A column classified with a kind is masked whole in every result derived
+    from it; an empty kind means "not personal data"."""
+
+    connection = models.ForeignKey(
+        DbConnection, on_delete=models.CASCADE, related_name="classifications", verbose_name=_("DB connection")
+    )
+    table_name = models.CharField(_("table"), max_length=300)
+    column_name = models.CharField(_("column"), max_length=300)
+    data_type = models.CharField(_("data type"), max_length=100, blank=True)
+    pii_kind = models.CharField(_("personal data kind"), max_length=20, choices=PiiKindChoice.choices, blank=True)
+    source = models.CharField(_("source"), max_length=10, choices=ClassificationSource.choices)
+    state = models.CharField(_("state"), max_length=10, choices=ClassificationState.choices)
+    confidence = models.FloatField(_("confidence"), default=0.0)
+    sample_size = models.PositiveIntegerField(_("values sampled"), default=0)
+    reason = models.CharField(_("reason"), max_length=300, blank=True)
+    classified_at = models.DateTimeField(_("classified"), auto_now=True)
+    classified_by_id = models.BigIntegerField(_("classified by (user id)"), null=True, blank=True)
+    classified_by_username = models.CharField(_("classified by"), max_length=150, blank=True)
+
+    class Meta:
+        verbose_name = _("column classification")
+        verbose_name_plural = _("column classifications")
+        ordering = ["connection__name", "table_name", "column_name"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["connection", "table_name", "column_name"], name="uniq_column_per_connection"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.connection}.{self.table_name}.{self.column_name}"
+
+
+class MaskStat(models.Model):
+    """How often values were masked, per column and kind and day, so an admin
+    can spot an over-masked column and downgrade it."""
+
+    connection_id_value = models.BigIntegerField(_("connection id"), null=True)
+    table_name = models.CharField(_("table"), max_length=300, blank=True)
+    column_name = models.CharField(_("column"), max_length=300, blank=True)
+    pii_kind = models.CharField(_("kind"), max_length=20)
+    day = models.DateField(_("day"))
+    count = models.PositiveIntegerField(_("masked values"), default=0)
+
+    class Meta:
+        verbose_name = _("masking statistic")
+        verbose_name_plural = _("masking statistics")
+        constraints = [
+            models.UniqueConstraint(
+                fields=["connection_id_value", "table_name", "column_name", "pii_kind", "day"], name="uniq_mask_stat"
+            )
+        ]

@@ -133,6 +133,7 @@ def role_grants_snapshot(*, role_id: int | None) -> RoleGrants:
         databases={name: frozenset(scope) for name, scope in databases.items()},
         collections=frozenset(collections),
         members=frozenset(members),
+        reveal_pii=Role.objects.filter(pk=role_id, can_view_raw_pii=True).exists(),
     )
 
 

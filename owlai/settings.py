@@ -186,6 +186,10 @@ OWLAI_AUDIT_SQL_MAX_CHARS = 10_000
 # Websocket: a frame larger than this is refused with an `error` event.
 OWLAI_WS_MAX_FRAME_BYTES = env.int("OWLAI_WS_MAX_FRAME_BYTES", default=64 * 1024)
 OWLAI_MAX_MESSAGE_CHARS = env.int("OWLAI_MAX_MESSAGE_CHARS", default=8000)
+# A tool result longer than this (characters of JSON) is spilled to a
+# per-conversation file of masked values; the model gets a preview.
+OWLAI_SPILL_CHARS = env.int("OWLAI_SPILL_CHARS", default=60_000)
+OWLAI_SPILL_PREVIEW_ROWS = 50
 # Key for encrypting stored connection DSNs (Fernet, urlsafe base64, 32 bytes).
 # Defaults to a key derived from SECRET_KEY; set it to rotate independently.
 OWLAI_FIELD_KEY = env.str("OWLAI_FIELD_KEY", default="")

@@ -1,0 +1,311 @@
+"""Schema analysis: which columns of a customer database hold personal data.
+
+Classification is by rule, never by a model (seed 000): the column name
+(Korean and English hints) and a bounded sample of values run through the
+format detectors. A re-scan never overrides an admin's manual classification.
+The analysis reads through the read-only execution layer and, being no one's
+question, writes no tool-call audit rows; starting it is an admin event.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections import Counter
+from dataclasses import dataclass
+
+from django.db import transaction
+from django.utils import timezone
+
+from chat.db_exec import execute_readonly
+from governance.models import (
+    ClassificationSource,
+    ClassificationState,
+    ColumnClassification,
+    DbConnection,
+    MaskStat,
+)
+from governance.pii_detectors import detect
+from governance.services import db_connection_dsn
+
+logger = logging.getLogger(__name__)
+
+SAMPLE_SIZE = 50
+# A column is personal data when at least this share of sampled values is
+# (wholly) one detected kind. Free-text columns with the odd phone number stay
+# unclassified: the detectors catch those values at query time anyway.
+SAMPLE_SHARE = 0.3
+
+# Column-name hints, matched against the name's parts (split on _ - . and
+# camelCase) or, for Korean, as substrings.
+NAME_HINTS: list[tuple[str, set[str], tuple[str, ...]]] = [
+    ("rrn", {"rrn", "ssn", "jumin", "resident"}, ("주민등록", "주민번호")),
+    ("frn", {"frn"}, ("외국인등록",)),
+    ("phone", {"phone", "tel", "mobile", "cellphone", "hp", "fax"}, ("전화", "연락처", "휴대폰", "핸드폰")),
+    ("email", {"email", "mail"}, ("이메일", "메일")),
+    ("card", {"card"}, ("카드번호",)),
+    ("account", {"account", "acct", "iban"}, ("계좌",)),
+    ("passport", {"passport"}, ("여권",)),
+    ("driver_license", {"license", "licence"}, ("면허",)),
+    ("address", {"address", "addr", "street"}, ("주소",)),
+    (
+        "name",
+        {"name", "fullname", "firstname", "lastname", "surname", "username", "nickname"},
+        ("이름", "성명", "고객명", "직원명"),
+    ),
+]
+# `product_name`, `city_name`, `file_name` are not people's names.
+NOT_PERSON_NAME = {
+    "product",
+    "item",
+    "city",
+    "file",
+    "table",
+    "column",
+    "company",
+    "brand",
+    "category",
+    "store",
+    "shop",
+    "branch",
+    "dept",
+    "department",
+    "team",
+    "bank",
+    "country",
+    "region",
+    "model",
+    "host",
+}
+# Parts that turn e.g. `email_count` or `phone_verified` into non-personal data.
+NOT_VALUE = {"count", "cnt", "verified", "type", "yn", "flag", "at", "date", "id", "seq", "no_consent"}
+
+
+@dataclass(frozen=True)
+class ColumnVerdict:
+    pii_kind: str  # "" = not personal data
+    confidence: float
+    reason: str
+
+
+def _name_parts(column: str) -> list[str]:
+    spaced = re.sub(r"([a-z])([A-Z])", r"\1_\2", column)
+    return [p for p in re.split(r"[_\-.\s]+", spaced.lower()) if p]
+
+
+def kind_from_name(column: str) -> str | None:
+    parts = _name_parts(column)
+    joined = "".join(parts)
+    for kind, english, korean in NAME_HINTS:
+        if any(k in column for k in korean):
+            return kind
+        if not (any(p in english for p in parts) or joined in english):
+            continue
+        if NOT_VALUE & set(parts[1:]) or parts[-1] in NOT_VALUE:
+            return None
+        if kind == "name" and NOT_PERSON_NAME & set(parts):
+            continue
+        if kind == "account" and {"id", "type", "status"} & set(parts):
+            continue
+        return kind
+    return None
+
+
+def kind_from_samples(values: list[str]) -> tuple[str | None, float]:
+    """The kind most sampled values wholly are, with its share."""
+    non_empty = [v.strip() for v in values if v and v.strip()]
+    if not non_empty:
+        return None, 0.0
+    kinds: Counter[str] = Counter()
+    for value in non_empty:
+        found = detect(value)
+        if len(found) == 1 and found[0].start == 0 and found[0].end == len(value):
+            kinds[found[0].kind.value] += 1
+    if not kinds:
+        return None, 0.0
+    kind, hits = kinds.most_common(1)[0]
+    return kind, hits / len(non_empty)
+
+
+def classify_column(column: str, samples: list[str]) -> ColumnVerdict:
+    by_name = kind_from_name(column)
+    by_values, share = kind_from_samples(samples)
+    if by_values and share >= SAMPLE_SHARE:
+        if by_name and by_name != by_values:
+            return ColumnVerdict(by_values, round(share, 2), f"values look like {by_values}; name suggests {by_name}")
+        confidence = min(1.0, share + (0.2 if by_name == by_values else 0.0))
+        return ColumnVerdict(by_values, round(confidence, 2), f"{share:.0%} of sampled values are {by_values}")
+    if by_name:
+        return ColumnVerdict(by_name, 0.6, f"column name suggests {by_name}")
+    return ColumnVerdict("", round(1.0 - share, 2), "no personal data found in name or sampled values")
+
+
+# --- introspection ------------------------------------------------------------------
+
+_COLUMNS_SQL = {
+    "sqlite": (
+        "SELECT m.name, p.name, p.type FROM sqlite_master m JOIN pragma_table_info(m.name) p "
+        "WHERE m.type = 'table' AND m.name NOT LIKE 'sqlite_%' ORDER BY m.name, p.cid"
+    ),
+    "postgresql": (
+        "SELECT CASE WHEN table_schema = 'public' THEN table_name ELSE table_schema || '.' || table_name END, "
+        "column_name, data_type FROM information_schema.columns "
+        "WHERE table_schema NOT IN ('pg_catalog', 'information_schema') ORDER BY 1, ordinal_position"
+    ),
+    "mysql": (
+        "SELECT table_name, column_name, data_type FROM information_schema.columns "
+        "WHERE table_schema = DATABASE() ORDER BY table_name, ordinal_position"
+    ),
+}
+
+
+def _quote_identifier(name: str, engine: str) -> str:
+    quote = "`" if engine == "mysql" else '"'
+    return ".".join(quote + part.replace(quote, quote * 2) + quote for part in name.split("."))
+
+
+def analyse_connection(connection: DbConnection) -> dict[tuple[str, str], tuple[str, ColumnVerdict, int]]:
+    """(table, column) -> (data type, verdict, sample size), read-only."""
+    dsn = db_connection_dsn(connection=connection)
+    timeout = connection.statement_timeout_ms
+    columns = execute_readonly(
+        engine=connection.engine, dsn=dsn, sql=_COLUMNS_SQL[connection.engine], row_cap=20_000, timeout_ms=timeout
+    ).rows
+    results = {}
+    for table, column, data_type in columns:
+        sql = (
+            f"SELECT {_quote_identifier(column, connection.engine)} FROM {_quote_identifier(table, connection.engine)}"
+            f" WHERE {_quote_identifier(column, connection.engine)} IS NOT NULL LIMIT {SAMPLE_SIZE}"
+        )
+        try:
+            sample = execute_readonly(
+                engine=connection.engine, dsn=dsn, sql=sql, row_cap=SAMPLE_SIZE, timeout_ms=timeout
+            ).rows
+        except Exception:
+            logger.warning("could not sample %s.%s; classifying by name only", table, column, exc_info=True)
+            sample = []
+        values = [str(row[0]) for row in sample if not isinstance(row[0], (bytes, bytearray, memoryview))]
+        results[(str(table).lower(), str(column).lower())] = (
+            str(data_type or ""),
+            classify_column(str(column), values),
+            len(values),
+        )
+    return results
+
+
+@transaction.atomic
+def schema_analysis_apply(*, connection: DbConnection, results: dict) -> int:
+    """Store the verdicts; manual classifications are never overwritten."""
+    existing = {(c.table_name, c.column_name): c for c in ColumnClassification.objects.filter(connection=connection)}
+    changed = 0
+    for (table, column), (data_type, verdict, sample_size) in results.items():
+        current = existing.get((table, column))
+        if current is not None and current.source == ClassificationSource.MANUAL:
+            continue
+        values = {
+            "data_type": data_type[:100],
+            "pii_kind": verdict.pii_kind,
+            "source": ClassificationSource.AUTO,
+            "state": ClassificationState.SUGGESTED,
+            "confidence": verdict.confidence,
+            "sample_size": sample_size,
+            "reason": verdict.reason[:300],
+            "classified_by_id": None,
+            "classified_by_username": "",
+        }
+        ColumnClassification.objects.update_or_create(
+            connection=connection, table_name=table, column_name=column, defaults=values
+        )
+        changed += 1
+    return changed
+
+
+def schema_analysis_run(*, connection_id: int) -> int:
+    connection = DbConnection.objects.get(pk=connection_id)
+    return schema_analysis_apply(connection=connection, results=analyse_connection(connection))
+
+
+def classification_schema(*, connection: DbConnection) -> dict[str, dict[str, str | None]]:
+    """The analysed schema for lineage: table -> column -> PII kind (or None)."""
+    schema: dict[str, dict[str, str | None]] = {}
+    # In introspection order (rows are created in the table's column order),
+    # which is the order `SELECT *` returns them in.
+    rows = ColumnClassification.objects.filter(connection=connection).order_by("pk")
+    for table, column, kind in rows.values_list("table_name", "column_name", "pii_kind"):
+        schema.setdefault(table, {})[column] = kind or None
+    return schema
+
+
+def mask_stats_record(*, connection_id: int | None, counts) -> None:
+    """Add today's masked-value counts per (table, column, kind)."""
+    from django.db.models import F
+
+    today = timezone.localdate()
+    for (table, column, kind), count in counts.items():
+        updated = MaskStat.objects.filter(
+            connection_id_value=connection_id, table_name=table, column_name=column, pii_kind=kind, day=today
+        ).update(count=F("count") + count)
+        if not updated:
+            try:
+                with transaction.atomic():
+                    MaskStat.objects.create(
+                        connection_id_value=connection_id,
+                        table_name=table,
+                        column_name=column,
+                        pii_kind=kind,
+                        day=today,
+                        count=count,
+                    )
+            except Exception:  # lost a race with another worker: add to its row
+                MaskStat.objects.filter(
+                    connection_id_value=connection_id, table_name=table, column_name=column, pii_kind=kind, day=today
+                ).update(count=F("count") + count)
+
+
+def schema_analysis_start(*, connection: DbConnection, request=None) -> None:
+    """Record who started an analysis of which connection, then run it in a
+    worker (in-process in the embedded profile)."""
+    from audit.events import audit_event_write
+    from audit.models import EventKind
+    from governance.tasks import analyse_schema
+
+    with transaction.atomic():
+        audit_event_write(
+            kind=EventKind.ANALYSIS_STARTED,
+            request=request,
+            resource_kind="db_connection",
+            resource_id=connection.pk,
+            details={"connection": connection.name},
+        )
+        transaction.on_commit(lambda: analyse_schema.delay(connection.pk))
+
+
+@transaction.atomic
+def column_classification_set(*, classification: ColumnClassification, pii_kind: str, request=None):
+    """An admin's classification: manual and confirmed, so re-scans keep it;
+    recorded as a settings change. Takes effect on the next query."""
+    from audit.events import audit_event_write
+    from audit.models import EventKind
+
+    before = ColumnClassification.objects.filter(pk=classification.pk).values_list("pii_kind", flat=True).first()
+    user = getattr(request, "user", None)
+    classification.pii_kind = pii_kind
+    classification.source = ClassificationSource.MANUAL
+    classification.state = ClassificationState.CONFIRMED
+    classification.reason = "set by an admin"
+    classification.classified_by_id = user.pk if user is not None and user.is_authenticated else None
+    classification.classified_by_username = user.get_username() if user is not None and user.is_authenticated else ""
+    classification.save()
+    audit_event_write(
+        kind=EventKind.SETTINGS_CHANGE,
+        request=request,
+        resource_kind="column_classification",
+        resource_id=classification.pk,
+        details={
+            "setting": f"classification of {classification.connection.name}.{classification.table_name}."
+            f"{classification.column_name}",
+            "before": before or None,
+            "after": pii_kind or None,
+        },
+    )
+    return classification
