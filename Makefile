@@ -54,6 +54,8 @@ format: install
 
 bench: install
 	$(PY) bench/executor.py
+	$(PY) bench/mask.py
+	$(PY) bench/audit_admin.py
 
 messages: install
 	$(PY) manage.py makemessages -l ko -l en --ignore=.venv --ignore=tests

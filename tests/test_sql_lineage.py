@@ -347,6 +347,35 @@ def test_odd_input_never_raises_and_never_unmasks_pii(sql, dialect, schema) -> N
         assert outputs[0].pii_kind is not None, outputs
 
 
+def test_lineage_budget_bounds_pathological_recursion() -> None:
+    # Every column of a recursive CTE feeding every other: the walk gives up
+    # quickly and masks everything instead of exploring every path.
+    cols = [f"c{i}" for i in range(10)]
+    feed = ", ".join([" || ".join(cols)] * len(cols))
+    sql = (
+        f"WITH RECURSIVE r({', '.join(cols)}) AS (SELECT rrn{', id' * 9} FROM employees "
+        f"UNION ALL SELECT {feed} FROM r) SELECT {', '.join(cols)} FROM r"
+    )
+    outputs = classify_outputs(sql, PG, SCHEMA, n_columns=10)
+    assert _masked(outputs) == dict.fromkeys(range(10), "rrn")
+    assert outputs[0].reason == "lineage unresolved: lineage too complex; masked (doubt)"
+
+
+def test_fallback_matches_output_alias_and_whole_rows() -> None:
+    outputs = classify_outputs(
+        "SELECT u.x AS phone, u.y, c FROM customers c JOIN loyalty u ON u.id = c.id", PG, SCHEMA, n_columns=3
+    )
+    assert _masked(outputs) == {0: "phone", 2: CUSTOMERS_DOUBT}
+
+
+def test_statement_shapes_without_lineage_mask_everything() -> None:
+    several = classify_outputs("SELECT city FROM customers; SELECT 1", PG, SCHEMA, n_columns=1)
+    assert several[0].reason == "lineage unresolved: expected one statement, got 2; masked (doubt)"
+    explain = classify_outputs("EXPLAIN SELECT name FROM customers", PG, SCHEMA, n_columns=1)
+    assert explain[0].pii_kind == CUSTOMERS_DOUBT
+    assert explain[0].reason.startswith("lineage unresolved: not a query")
+
+
 def test_engine_names_are_accepted() -> None:
     assert _masked(classify_outputs("SELECT phone FROM customers", "postgresql", SCHEMA, 1)) == {0: "phone"}
 
