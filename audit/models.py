@@ -54,6 +54,9 @@ class ToolCallAudit(models.Model):
             models.Index(fields=["actor_id", "-created_at"], name="audit_tc_actor_time"),
             models.Index(fields=["resource_kind", "resource_id", "-created_at"], name="audit_tc_resource_time"),
             models.Index(fields=["outcome", "-created_at"], name="audit_tc_outcome_time"),
+            # The screens filter by user name and connection name (text inputs).
+            models.Index(fields=["actor_username", "-created_at"], name="audit_tc_username_time"),
+            models.Index(fields=["resource_name", "-created_at"], name="audit_tc_resname_time"),
         ]
 
     def __str__(self) -> str:
@@ -98,6 +101,7 @@ class AuditEvent(models.Model):
         indexes = [
             models.Index(fields=["kind", "-created_at"], name="audit_ev_kind_time"),
             models.Index(fields=["actor_id", "-created_at"], name="audit_ev_actor_time"),
+            models.Index(fields=["actor_username", "-created_at"], name="audit_ev_username_time"),
         ]
 
     def __str__(self) -> str:
