@@ -325,21 +325,16 @@ def _audit_search(
     row_count: int | None = None,
     raw_name: str = "",
 ) -> None:
-    tool_call_audit_write(
-        actor_id=ctx.user_id,
-        actor_username=ctx.username,
+    _audit_call(
+        ctx,
         tool=SEARCH_DOCUMENTS,
+        resource_kind="document_collection",
+        resource=collection,
         outcome=outcome,
         reason=reason,
-        resource_kind="document_collection",
-        resource_id=collection.pk if collection else None,
-        resource_name=collection.name if collection else raw_name,
+        started=started,
         row_count=row_count,
-        origin=ctx.origin,
-        origin_ref=ctx.origin_ref,
-        conversation_id=ctx.conversation_id,
-        turn_id=ctx.turn_id,
-        duration_ms=round((time.perf_counter() - started) * 1000, 3),
+        raw_name=raw_name,
     )
 
 
@@ -359,15 +354,51 @@ def _audit_sql(
     row_count: int | None = None,
     raw_name: str = "",
 ) -> None:
+    _audit_call(
+        ctx,
+        tool=RUN_SQL,
+        resource_kind="db_connection",
+        resource=connection,
+        outcome=outcome,
+        reason=reason,
+        started=started,
+        row_count=row_count,
+        raw_name=raw_name,
+        sql=sql,
+        tables=tables,
+    )
+
+
+def _audit(ctx: TurnContext, *, tool: str, outcome: str, reason: str) -> None:
+    _audit_call(ctx, tool=tool[:100], resource_kind="", resource=None, outcome=outcome, reason=reason, started=None)
+
+
+def _audit_call(
+    ctx: TurnContext,
+    *,
+    tool: str,
+    resource_kind: str,
+    resource: DbConnection | DocumentCollection | None,
+    outcome: str,
+    reason: str,
+    started: float | None,
+    row_count: int | None = None,
+    raw_name: str = "",
+    sql: str = "",
+    tables: tuple[str, ...] = (),
+) -> None:
+    """The one audit row of a tool call. Raises AuditWriteError when it cannot
+    be written; the caller's result is then never returned (fail closed)."""
     tool_call_audit_write(
         actor_id=ctx.user_id,
         actor_username=ctx.username,
-        tool=RUN_SQL,
+        tool=tool,
         outcome=outcome,
         reason=reason,
-        resource_id=connection.pk if connection else None,
+        resource_kind=resource_kind,
+        resource_id=resource.pk if resource else None,
         # For a refused unknown name we record what the model asked for.
-        resource_name=connection.name if connection else raw_name,
+        resource_name=resource.name if resource else raw_name,
         row_count=row_count,
         sql_text=sql,
         tables=list(tables),
@@ -375,22 +406,7 @@ def _audit_sql(
         origin_ref=ctx.origin_ref,
         conversation_id=ctx.conversation_id,
         turn_id=ctx.turn_id,
-        duration_ms=round((time.perf_counter() - started) * 1000, 3),
-    )
-
-
-def _audit(ctx: TurnContext, *, tool: str, outcome: str, reason: str) -> None:
-    tool_call_audit_write(
-        actor_id=ctx.user_id,
-        actor_username=ctx.username,
-        tool=tool[:100],
-        outcome=outcome,
-        reason=reason,
-        resource_kind="",
-        origin=ctx.origin,
-        origin_ref=ctx.origin_ref,
-        conversation_id=ctx.conversation_id,
-        turn_id=ctx.turn_id,
+        duration_ms=round((time.perf_counter() - started) * 1000, 3) if started is not None else None,
     )
 
 
