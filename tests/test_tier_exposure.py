@@ -9,7 +9,6 @@ calls the model itself wrote; the same conversation on the private tier sees it.
 from __future__ import annotations
 
 import json
-import logging
 import sqlite3
 
 import pytest
@@ -346,10 +345,20 @@ def public_embedding(world, fake, settings):
     return settings.OWLAI_INSTALL
 
 
-def test_embedding_warning_at_start_up(public_embedding, caplog):
-    caplog.set_level(logging.WARNING)
+@pytest.fixture
+def exposure_warnings(monkeypatch) -> list[str]:
+    """What governance.exposure logs as warnings (captured at the logger
+    itself, so other tests' logging configuration cannot hide it)."""
+    import governance.exposure
+
+    seen: list[str] = []
+    monkeypatch.setattr(governance.exposure.logger, "warning", lambda msg, *args: seen.append(msg % args))
+    return seen
+
+
+def test_embedding_warning_at_start_up(public_embedding, exposure_warnings):
     log_startup_warnings()
-    assert any("embedding" in r.getMessage() and "cloud" in r.getMessage() for r in caplog.records)
+    assert any("cloud-embed" in m for m in exposure_warnings)
 
 
 def test_no_embedding_warning_when_everything_is_open(public_embedding, caplog):
@@ -379,7 +388,7 @@ def test_embedding_warning_on_registration_and_as_admin_banner(public_embedding,
     assert "owlai-banner" in banner and "cloud-embed" in banner
 
 
-def test_web_and_worker_entry_points_log_the_embedding_warning(public_embedding, caplog, monkeypatch):
+def test_web_and_worker_entry_points_log_the_embedding_warning(public_embedding, exposure_warnings, monkeypatch):
     import importlib
 
     import django
@@ -387,13 +396,11 @@ def test_web_and_worker_entry_points_log_the_embedding_warning(public_embedding,
     import owlai.celery
 
     # owlai.asgi was first imported at collection (top of this module). Django
-    # is set up already; setting it up again would reset logging and detach
-    # the capture handler.
+    # is set up already; setting it up again would reset logging.
     monkeypatch.setattr(django, "setup", lambda *args, **kwargs: None)
-    caplog.set_level(logging.WARNING)
     importlib.reload(owlai.asgi)
-    web = [r for r in caplog.records if "cloud-embed" in r.getMessage()]
-    caplog.clear()
+    web = [m for m in exposure_warnings if "cloud-embed" in m]
+    exposure_warnings.clear()
     owlai.celery._log_startup_warnings()
-    worker = [r for r in caplog.records if "cloud-embed" in r.getMessage()]
+    worker = [m for m in exposure_warnings if "cloud-embed" in m]
     assert (len(web), len(worker)) == (1, 1)
