@@ -14,7 +14,7 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from governance.pii_detectors import PiiKind, mask_text, normalise
+from governance.pii_detectors import NORMALISERS, PiiKind, detect_spans
 
 LABEL_BY_KIND: dict[str, str] = {kind.value: kind.label for kind in PiiKind}
 KIND_BY_LABEL: dict[str, str] = {label: kind for kind, label in LABEL_BY_KIND.items()}
@@ -32,11 +32,18 @@ def parse_token(token: str) -> tuple[str, int] | None:
     return KIND_BY_LABEL[match.group(1)], int(match.group(2))
 
 
+def _normalise_unknown(value: str) -> str:
+    return " ".join(value.split()).casefold()
+
+
+def _normaliser(kind: str) -> Callable[[str], str]:
+    # normalise(PiiKind(kind), .) for a known kind, without the Enum lookup (a
+    # PiiKind member finds its entry too: it hashes like its id).
+    return NORMALISERS.get(kind, _normalise_unknown)
+
+
 def normalised_value(kind: str, value: str) -> str:
-    try:
-        return normalise(PiiKind(kind), value)
-    except ValueError:
-        return " ".join(value.split()).casefold()
+    return NORMALISERS.get(kind, _normalise_unknown)(value)
 
 
 class Vault(Protocol):
@@ -45,25 +52,41 @@ class Vault(Protocol):
     def original_for(self, kind: str, number: int) -> str | None: ...
 
 
+_KindEntries = tuple[dict[str, str], dict[str, str], list[str], str, Callable[[str], str]]
+
+
 class InMemoryVault:
     """A vault that lives for one run (dry-run CLI, benchmarks, tests)."""
 
     def __init__(self) -> None:
-        self._numbers: dict[tuple[str, str], int] = {}
-        self._originals: dict[tuple[str, int], str] = {}
-        self._next: Counter[str] = Counter()
+        # Per kind: (token by value as written, token by normalised value,
+        # originals in number order, token prefix "[전화번호-", the kind's
+        # normaliser). A value seen before as written skips normalisation:
+        # equal raw values always normalise alike. A PiiKind member and its id
+        # share one entry (they are equal and hash alike).
+        self._kinds: dict[str, _KindEntries] = {}
 
     def token_for(self, kind: str, value: str) -> str:
-        key = (kind, normalised_value(kind, value))
-        number = self._numbers.get(key)
-        if number is None:
-            self._next[kind] += 1
-            number = self._numbers[key] = self._next[kind]
-            self._originals[(kind, number)] = value
-        return format_token(kind, number)
+        entries = self._kinds.get(kind)
+        if entries is None:
+            entries = self._kinds[kind] = ({}, {}, [], format_token(kind, 0)[:-2], _normaliser(kind))
+        token = entries[0].get(value)
+        if token is None:
+            by_value, by_normalised, originals, prefix, normalise = entries
+            normalised = normalise(value)  # == normalised_value(kind, value)
+            token = by_normalised.get(normalised)
+            if token is None:
+                originals.append(value)
+                # == format_token(kind, len(originals))
+                token = by_normalised[normalised] = f"{prefix}{len(originals)}]"
+            by_value[value] = token
+        return token
 
     def original_for(self, kind: str, number: int) -> str | None:
-        return self._originals.get((kind, number))
+        entries = self._kinds.get(kind)
+        if entries is None or not isinstance(number, int) or not 1 <= number <= len(entries[2]):
+            return None
+        return entries[2][number - 1]
 
 
 # Where a masked value came from, for the masking statistics:
@@ -80,13 +103,28 @@ class MaskCounts(Counter):
 
 def mask_string(text: str, vault: Vault, counts: MaskCounts | None = None, origin: Origin = ("", "")) -> str:
     """Replace every detector hit in `text` with its token."""
-
-    def replace(detection) -> str:
+    spans = detect_spans(text)  # (kind id, start, end, confidence), left to right
+    if not spans:
+        return text
+    token_for = vault.token_for
+    if len(spans) == 1:  # the usual case: a cell that is one value, or a memo with one
+        kind, start, end, _ = spans[0]
+        token = token_for(kind, text[start:end])
         if counts is not None:
-            counts.add(origin, detection.kind.value)
-        return vault.token_for(detection.kind.value, detection.value)
-
-    return mask_text(text, replace)
+            counts.add(origin, kind)
+        if start == 0 and end == len(text):
+            return token
+        return text[:start] + token + text[end:]
+    pieces: list[str] = []
+    pos = 0
+    for kind, start, end, _ in spans:
+        pieces.append(text[pos:start])
+        pieces.append(token_for(kind, text[start:end]))
+        if counts is not None:
+            counts.add(origin, kind)
+        pos = end
+    pieces.append(text[pos:])
+    return "".join(pieces)
 
 
 def mask_any(value: Any, vault: Vault, counts: MaskCounts | None = None, origin: Origin = ("", "")) -> Any:

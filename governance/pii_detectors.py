@@ -99,8 +99,9 @@ from bisect import bisect_left
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
+from operator import mul
 
-__all__ = ["Detection", "PiiKind", "detect", "mask_text", "normalise"]
+__all__ = ["NORMALISERS", "Detection", "PiiKind", "detect", "detect_spans", "mask_text", "normalise"]
 
 
 class PiiKind(str, Enum):
@@ -133,17 +134,31 @@ _LABELS = {
     PiiKind.ADDRESS: "주소",
 }
 
+# The machine ids as plain ``str`` constants: the hot path (detection here,
+# token lookup in chat.masking) works on these, never on Enum attributes
+# (``PiiKind.PHONE.value`` is a descriptor call). ``PiiKind`` is a ``str``
+# enum, so ``PiiKind.PHONE == _PHONE`` and both hash alike.
+_RRN = PiiKind.RRN.value
+_FRN = PiiKind.FOREIGNER_RN.value
+_PHONE = PiiKind.PHONE.value
+_EMAIL = PiiKind.EMAIL.value
+_CARD = PiiKind.CARD.value
+_ACCOUNT = PiiKind.ACCOUNT.value
+_PASSPORT = PiiKind.PASSPORT.value
+_LICENCE = PiiKind.DRIVER_LICENSE.value
+_KIND_BY_ID = {kind.value: kind for kind in PiiKind}
+
 # Tie-break between overlapping candidates of the same length: the more
 # specific, better validated format wins (an RRN is also a 13-digit "account").
 _PRIORITY = {
-    PiiKind.RRN: 9,
-    PiiKind.FOREIGNER_RN: 9,
-    PiiKind.CARD: 8,
-    PiiKind.PASSPORT: 7,
-    PiiKind.DRIVER_LICENSE: 7,
-    PiiKind.PHONE: 6,
-    PiiKind.EMAIL: 5,
-    PiiKind.ACCOUNT: 4,
+    _RRN: 9,
+    _FRN: 9,
+    _CARD: 8,
+    _PASSPORT: 7,
+    _LICENCE: 7,
+    _PHONE: 6,
+    _EMAIL: 5,
+    _ACCOUNT: 4,
 }
 
 
@@ -156,9 +171,9 @@ class Detection:
     confidence: float  # 0..1
 
 
-# Candidate: (kind, start, end, confidence). Detection objects are built only
-# for the survivors of overlap resolution.
-_Candidate = tuple[PiiKind, int, int, float]
+# Candidate: (kind id, start, end, confidence). Detection objects are built
+# only for the survivors of overlap resolution, and only by detect().
+_Candidate = tuple[str, int, int, float]
 
 # ==========================================================================
 # Stage 1: one cheap pass over the raw text
@@ -166,24 +181,40 @@ _Candidate = tuple[PiiKind, int, int, float]
 
 _DASHES = "\u2010-\u2015\u2212\ufe63\uff0d"  # Unicode and full-width dashes
 
-# The only regions where a numeric format can be: a run of 9+ digits and
-# separators that starts and ends with a digit. A single character-class run
-# is what `re` scans fastest (an alternation would disable that); the digit
-# count is checked in Python. Amounts (commas), times (colons), short numbers
-# and plain text never match, so most cells cost just this search. `\d` is
-# Unicode here on purpose: full-width digits must form regions too.
-_STAGE1 = re.compile(rf"\d[\d\-.()+ \t\u3000\uff08\uff09\uff0b\uff0e{_DASHES}]{{7,}}(?<=\d)")
-# Passports have only 7-8 digits: they are looked for after a label instead,
-# found with plain substring tests first (much cheaper than a regex).
-_PASSPORT_LABEL = re.compile("여권|passport", re.IGNORECASE)
-
 # Full-width ASCII (U+FF01..U+FF5E), the ideographic space and Unicode dashes
 # map to one ASCII character each: the folded copy keeps every offset, so
 # stage 2 is written for ASCII only and spans still index the original text.
 _FOLD = {cp: cp - 0xFEE0 for cp in range(0xFF01, 0xFF5F)}
 _FOLD.update(dict.fromkeys((0x2010, 0x2011, 0x2012, 0x2013, 0x2014, 0x2015, 0x2212, 0xFE63), 0x2D))
 _FOLD[0x3000] = 0x20
-_FOLDABLE = re.compile(f"[\uff01-\uff5e\u3000{_DASHES}]")
+_FOLDABLE_CHARS = f"\uff01-\uff5e\u3000{_DASHES}"
+
+# The only regions where a numeric format can be: a run of 9+ digits and
+# separators that starts and ends with a digit. A single character-class run
+# is what `re` scans fastest (an alternation would disable that); the digit
+# count is checked in Python. Amounts (commas), times (colons), short numbers
+# and plain text never match, so most cells cost just this search. ASCII
+# classes only (a bitmap test per character, much cheaper than Unicode `\d`):
+# regions are looked for in folded text, where full-width digits are ASCII.
+#
+# A region starts at the first digit of its run: an attempt at a digit that
+# follows a digit is cut short by the lookbehind. A bare date (``2024-01-15``,
+# also followed by `` 12:``, the hour, which _find_numbers would drop) has 8
+# digits and never holds a value: the lookahead skips it in C.
+_REGION_TAIL = (
+    r"(?<![0-9][0-9])"
+    r"(?![0-9]{3}[-./][0-9][0-9][-./][0-9][0-9](?:(?![-.()+ \t]*[0-9])| [0-9][0-9]?:))"
+    r"[0-9\-.()+ \t]{8,}(?<=[0-9])"
+)
+_STAGE1 = re.compile(f"[0-9]{_REGION_TAIL}")
+# Non-ASCII text: the same search also stops at the first foldable character
+# (a one-character match), so one pass finds the regions or tells that the
+# text must be folded first. The leading class is the charset `re` skips
+# ahead with; the lookbehinds then pick the branch.
+_STAGE1_RAW = re.compile(f"[0-9{_FOLDABLE_CHARS}](?:(?<=[0-9]){_REGION_TAIL}|(?<![0-9]))")
+# Passports have only 7-8 digits: they are looked for after a label instead,
+# found with plain substring tests first (much cheaper than a regex).
+_PASSPORT_LABEL = re.compile("여권|passport", re.IGNORECASE)
 
 # ==========================================================================
 # Stage 2 patterns (ASCII, applied to folded text)
@@ -259,13 +290,18 @@ _MASTER = re.compile(
 _RRN_RX = re.compile(rf"(?<!\d){_RRN_BODY}", re.ASCII)
 _CARD_RX = re.compile(rf"(?<!\d)(?:{_CARD_BODY})", re.ASCII | re.VERBOSE)
 _PHONE_RX = re.compile(rf"(?<!\d)(?:{_PHONE_BODY})", re.ASCII | re.VERBOSE)
+# The first branch of _PHONE_RX alone (domestic numbers), tried first on text
+# that starts with "0": cheaper, and when it matches at all, _PHONE_RX returns
+# that same match (its other branches come later and never start with "0"
+# except "00 82", tried only after every domestic path failed).
+_DOMESTIC_RX = re.compile(rf"(?<!\d)0{_NAT}\)?{_SEP}?[1-9]\d{{2,3}}{_SEP}?\d{{4}}(?!\d)", re.ASCII)
 _CHAIN_RX = re.compile(_CHAIN_BODY, re.ASCII)
 # A region made of digit groups joined by hyphens/dots only, and a group
 # from which a phone can start (0X, 0082, 82, 15xx/16xx/18xx).
 _PLAIN_CHAIN = re.compile(r"\d+(?:[-.]\d+)*", re.ASCII)
 _PHONE_HEAD = re.compile(r"(?<![0-9])(?:0[1-9]|0082|82|1[568])", re.ASCII)
 
-_PASSPORT = re.compile(
+_PASSPORT_RX = re.compile(
     r"(?<![A-Za-z0-9])(?:[A-Za-z]{1,2}\d{7,8}|[A-Za-z]\d{3}[A-Za-z]\d{4})(?![A-Za-z0-9])",
     re.ASCII,
 )
@@ -315,6 +351,21 @@ _DIGIT_GROUP = re.compile(r"\d+", re.ASCII)
 _DAYS_IN_MONTH = (0, 31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
 _RRN_WEIGHTS = (2, 3, 4, 5, 6, 7, 8, 9, 2, 3, 4, 5)
 
+# Account words that name an account or a transfer (not just a bank): next
+# to one of these, even a valid YYYYMMDDhhmmss run is masked as an account.
+_EXPLICIT_ACCOUNT = re.compile("계좌|입금|송금|이체|통장|account|acct|a/c|iban")
+
+# Hex tokens (UUIDs, hashes, hex ids) are opaque: no numeric detection may
+# start or end inside one. A hex token is a run of [0-9A-Fa-f-] in which a hex
+# letter touches a digit ("bc65c055-1791-4871-...", "cf0532182727"), or that
+# holds a UUID (8-4-4-4-12 hex, any case; braces are outside the run anyway),
+# which also covers all-digit UUIDs. Digit lookarounds cannot see this: hex
+# letters are letters, and the run can reach the number through hyphens.
+_HEX_CHARS = frozenset("0123456789abcdefABCDEF-")
+_HEX_RUN = re.compile(r"[0-9A-Fa-f-]+", re.ASCII)
+_HEX_GLUE = re.compile(r"[A-Fa-f][0-9]|[0-9][A-Fa-f]", re.ASCII)
+_UUID = re.compile(r"[0-9A-Fa-f]{8}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{12}", re.ASCII)
+
 # ==========================================================================
 # Validators
 # ==========================================================================
@@ -333,7 +384,7 @@ def _luhn_ok(digits: str) -> bool:
 
 
 def _rrn_checksum_ok(digits: str, foreigner: bool) -> bool:
-    total = sum((ord(c) - 48) * w for c, w in zip(digits, _RRN_WEIGHTS, strict=False))
+    total = sum(map(mul, map(int, digits[:12]), _RRN_WEIGHTS))
     return ((13 if foreigner else 11) - total % 11) % 10 == ord(digits[12]) - 48
 
 
@@ -347,17 +398,52 @@ def _is_date(year4: str, month: str, day: str) -> bool:
 
 def _starts_with_date(groups: list[str]) -> bool:
     """2024-01-15-0001, 20240115-0001, 20240115123000: timestamps and date-based serials."""
+    if groups[0][:2] not in ("19", "20"):
+        return False
     if len(groups) >= 3 and _is_date(groups[0], groups[1], groups[2]):
         return True
     first = groups[0]
     return len(first) >= 8 and _is_date(first[:4], first[4:6], first[6:8])
 
 
+def _is_full_timestamp(groups: list[str]) -> bool:
+    """YYYYMMDDhhmmss (14 digits, however grouped) with a valid date and time of day.
+
+    Only this is unambiguous: a 10-16 digit run that merely starts with a date
+    (``198410248408``, ``20230506679710``) is as likely an account number."""
+    digits = "".join(groups)
+    return (
+        len(digits) == 14
+        and _is_date(digits[:4], digits[4:6], digits[6:8])
+        and digits[8:10] < "24"
+        and digits[10:12] < "60"
+        and digits[12:14] < "60"
+    )
+
+
 def _near(label: re.Pattern[str], text: str, start: int, end: int, before: int, after: int = 0) -> bool:
-    """Does `label` occur within `before` chars before the span (or `after` chars after it)?"""
-    if label.search(text[max(0, start - before) : start].lower()):
-        return True
-    return after > 0 and label.search(text[end : end + after].lower()) is not None
+    """Does `label` occur within `before` chars before the span (or `after` chars after it)?
+
+    Searched in one window, span included: the span holds only digits and
+    separators, which no label contains, so a hit lies wholly before or after it."""
+    return label.search(text[max(0, start - before) : end + after].lower()) is not None
+
+
+def _opaque_runs(text: str) -> list[tuple[int, int]]:
+    """Spans of the hex tokens in `text` (see _HEX_RUN): linear in len(text)."""
+    runs = []
+    for m in _HEX_RUN.finditer(text):
+        s, e = m.span()
+        if e - s > 1 and (_HEX_GLUE.search(text, s, e) or (e - s >= 36 and _UUID.search(text, s, e))):
+            runs.append((s, e))
+    return runs
+
+
+def _overlaps(runs: list[tuple[int, int]], start: int, end: int) -> bool:
+    for s, e in runs:
+        if s < end and start < e:
+            return True
+    return False
 
 
 # ==========================================================================
@@ -365,12 +451,14 @@ def _near(label: re.Pattern[str], text: str, start: int, end: int, before: int, 
 # ==========================================================================
 
 
-def _rrn_candidate(value: str) -> tuple[PiiKind, float] | None:
-    digits = _NON_DIGIT.sub("", value)
+def _rrn_candidate(value: str) -> tuple[str, float] | None:
+    digits = value.replace("-", "").replace(" ", "")
+    if not digits.isdigit():
+        digits = _NON_DIGIT.sub("", digits)
     if int(digits[4:6]) > _DAYS_IN_MONTH[int(digits[2:4])]:  # Feb 29 always passes: century unknown
         return None
     foreigner = digits[6] in "5678"
-    kind = PiiKind.FOREIGNER_RN if foreigner else PiiKind.RRN
+    kind = _FRN if foreigner else _RRN
     if _rrn_checksum_ok(digits, foreigner):
         return kind, 0.99
     # Numbers issued since Oct 2020 are random: the checksum never rejects.
@@ -399,17 +487,26 @@ def _chain_candidate(text: str, start: int, end: int, taken: int) -> _Candidate 
     if end <= taken:
         return None
     groups = _DIGIT_GROUP.findall(text, start, end)
-    layout = tuple(len(g) for g in groups)
+    if len(groups) == 1:
+        n_digits = len(groups[0])
+        if n_digits < 10 or n_digits > 16:
+            return None
+        if n_digits in (10, 12) and _near(_LICENSE_LABEL, text, start, end, 25):
+            return _LICENCE, start, end, 0.9
+        if _account_word_near(text, start, end, groups, n_digits):
+            return _ACCOUNT, start, end, 0.7
+        return None
+    layout = tuple(map(len, groups))
     n_digits = sum(layout)
     if n_digits < 10:
         return None
     if layout in _LICENCE_LAYOUTS and _near(_LICENSE_LABEL, text, start, end, 25):
         # 25 chars: room for "운전면허번호: 서울 " between the label and the digits.
-        return PiiKind.DRIVER_LICENSE, start, end, 0.9
+        return _LICENCE, start, end, 0.9
     if _is_bank_layout(text, start, end, groups, layout, n_digits):
-        return PiiKind.ACCOUNT, start, end, (0.85 if layout in _BANK_LAYOUTS else 0.6)
+        return _ACCOUNT, start, end, (0.85 if layout in _BANK_LAYOUTS else 0.6)
     if n_digits <= 16 and _account_word_near(text, start, end, groups, n_digits):
-        return PiiKind.ACCOUNT, start, end, 0.7
+        return _ACCOUNT, start, end, 0.7
     return None
 
 
@@ -423,10 +520,15 @@ def _is_bank_layout(text: str, start: int, end: int, groups: list[str], layout: 
 
 
 def _account_word_near(text: str, start: int, end: int, groups: list[str], n_digits: int) -> bool:
-    """Any 10-16 digit run is an account when an account word is near (but not 1234567890원)."""
-    if _starts_with_date(groups) or _AMOUNT_AFTER.match(text, end):
+    """Any 10-16 digit run is an account when an account word is near (but not 1234567890원).
+
+    Over-masking is the safe side: a run that starts like a date is still an
+    account here (``입금계좌 198410248408``). Only a full, valid timestamp
+    (YYYYMMDDhhmmss) is let go, and only when the nearby word is a bank name
+    rather than an explicit account word (계좌, 입금, account, ...)."""
+    if not _near(_ACCOUNT_CONTEXT, text, start, end, 20, 10) or _AMOUNT_AFTER.match(text, end):
         return False
-    if not _near(_ACCOUNT_CONTEXT, text, start, end, 20, 10):
+    if _is_full_timestamp(groups) and not _near(_EXPLICIT_ACCOUNT, text, start, end, 20, 10):
         return False
     # 123-45-67890 next to 사업자 stays a business registration number.
     return not (len(groups) == 3 and n_digits == 10 and _near(_BUSINESS_CONTEXT, text, start, end, 25, 10))
@@ -442,6 +544,10 @@ def _spaced_account(text: str, start: int, end: int) -> bool:
 # ==========================================================================
 
 
+# Every phone starts with 0, "(0", "+82", "0082", "82" or 15xx/16xx/18xx.
+_PHONE_START = frozenset("0(+81")
+
+
 def _whole_region(text: str, start: int, end: int) -> _Candidate | None:
     """Fast path: is text[start:end] exactly one value (the usual DB cell)?
 
@@ -449,18 +555,25 @@ def _whole_region(text: str, start: int, end: int) -> _Candidate | None:
     card (13+), and the chain rules only run when those failed. Phones first:
     they are the most common.
     """
-    m = _PHONE_RX.match(text, start)
-    if m and m.end() == end:
-        return PiiKind.PHONE, start, end, _phone_confidence(m.group(), bool(m.group("biz")))
+    first = text[start]
+    if first == "0" and (m := _DOMESTIC_RX.match(text, start)) is not None:
+        if m.end() == end:
+            return _PHONE, start, end, (0.95 if text.startswith("01", start) else 0.75 if m.group().isdigit() else 0.9)
+    elif first in _PHONE_START:
+        m = _PHONE_RX.match(text, start)
+        if m is not None and m.end() == end:
+            if m.group("biz"):
+                return _PHONE, start, end, 0.6
+            return _PHONE, start, end, _phone_confidence(m.group(), False)
     if end - start >= 13:
         m = _RRN_RX.match(text, start)
-        if m and m.end() == end and (hit := _rrn_candidate(m.group())):
+        if m is not None and m.end() == end and (hit := _rrn_candidate(m.group())):
             return hit[0], start, end, hit[1]
         m = _CARD_RX.match(text, start)
-        if m and m.end() == end and (conf := _card_confidence(m.group())) is not None:
-            return PiiKind.CARD, start, end, conf
+        if m is not None and m.end() == end and (conf := _card_confidence(m.group())) is not None:
+            return _CARD, start, end, conf
     m = _CHAIN_RX.match(text, start)
-    if m and m.end() == end:
+    if m is not None and m.end() == end:
         return _chain_candidate(text, start, end, start)
     return None
 
@@ -481,19 +594,29 @@ def _scan_region(text: str, lo: int, hi: int, out: list[_Candidate]) -> None:
                 card, conf = card16, _card_confidence(card16)
             if conf is not None:
                 taken = max(taken, start + len(card))
-                out.append((PiiKind.CARD, start, start + len(card), conf))
+                out.append((_CARD, start, start + len(card), conf))
         if phone:
             taken = max(taken, start + len(phone))
-            out.append((PiiKind.PHONE, start, start + len(phone), _phone_confidence(phone, bool(m.group("biz")))))
+            out.append((_PHONE, start, start + len(phone), _phone_confidence(phone, bool(m.group("biz")))))
         if chain and (hit := _chain_candidate(text, start, start + len(chain), taken)):
             taken = hit[2]
             out.append(hit)
         if spaced and start + len(spaced) > taken and _spaced_account(text, start, start + len(spaced)):
-            out.append((PiiKind.ACCOUNT, start, start + len(spaced), 0.7))
+            out.append((_ACCOUNT, start, start + len(spaced), 0.7))
 
 
-def _find_numbers(text: str, start: int, end: int, out: list[_Candidate]) -> None:
-    """Candidates in one stage-1 region text[start:end]."""
+def _hex_runs(text: str, cache: list) -> list[tuple[int, int]]:
+    runs = cache[0]
+    if runs is None:
+        runs = cache[0] = _opaque_runs(text)
+    return runs
+
+
+def _find_numbers(text: str, start: int, end: int, out: list[_Candidate], hex_cache: list) -> None:
+    """Candidates in one stage-1 region text[start:end].
+
+    `hex_cache` is a one-item list caching _opaque_runs(text) for this text
+    (None until some region needs it)."""
     if text.startswith(":", end):
         # "2024-01-15 12:34": a 1-2 digit hour is not part of the number before it.
         space = text.rfind(" ", start, end)
@@ -502,24 +625,52 @@ def _find_numbers(text: str, start: int, end: int, out: list[_Candidate]) -> Non
     region = text[start:end]
     # Upper bound of the digit count: every format has 9+ digits except
     # 15xx-xxxx business numbers (8). Dates (8 digits) stop here.
-    n_digits = len(region) - region.count("-") - region.count(" ") - region.count(".")
+    n_digits = len(region)
+    bare = region.isdigit()
+    if not bare:
+        n_digits -= region.count("-") + region.count(" ") + region.count(".")
     if n_digits < 9 and not (n_digits == 8 and region[0] == "1"):
         return
+    # Could a hex token (UUID, hash) reach into the region? It must touch one
+    # of its ends (the region itself has no letters), except an all-digit
+    # UUID, which is a whole region of its own. The runs are only computed
+    # when there is a candidate to check.
+    guarded = (
+        (start and text[start - 1] in _HEX_CHARS)
+        or text[end : end + 1] in _HEX_CHARS
+        or (end - start >= 36 and _UUID.search(text, start, end) is not None)
+    )
     # A "+" or "(" just before belongs to a phone: "+82 10-...", "(02)123-4567".
     lead = start - 1 if start and text[start - 1] in "+(" else start
     hit = (lead < start and _whole_region(text, lead, end)) or _whole_region(text, start, end)
-    if hit:
+    runs = None
+    if guarded and (hit or not _PLAIN_CHAIN.fullmatch(region) or n_digits >= 14 or _PHONE_HEAD.search(region)):
+        runs = _hex_runs(text, hex_cache)
+        for s, e in runs:
+            if s <= start and end <= e:
+                return  # wholly inside one: "9a65bf25-1897-4809-...", "...-cf0532182727"
+    if hit and not (runs and _overlaps(runs, hit[1], hit[2])):
         out.append(hit)
         return
     # In a plain hyphen/dot chain that is not one whole value, a candidate can
     # only be a phone starting at a phone-like group (later groups never start
     # a chain, see _CHAIN_BEFORE), or an RRN/card, which needs 13+ digits and
     # so would have been the whole region unless there are 14+. Without those
-    # ("ORD-2024-000123", "10.0.19045.2965") the full scan is skipped.
-    if n_digits < 14 and not _PHONE_HEAD.search(region) and _PLAIN_CHAIN.fullmatch(region):
+    # ("ORD-2024-000123", "10.0.19045.2965") the full scan is skipped. In a
+    # bare digit run every format must span the whole run, which
+    # _whole_region has just tried, except "+ 82..." (a "+" two chars before).
+    if (
+        (bare and (start < 2 or text[start - 2] != "+"))
+        or (n_digits < 14 and not _PHONE_HEAD.search(region))
+    ) and _PLAIN_CHAIN.fullmatch(region):
         return
     # 2 chars before for "+ 82" / "(02", 3 after for the trailing guards.
-    _scan_region(text, max(0, start - 2), min(len(text), end + 3), out)
+    if not runs:
+        _scan_region(text, max(0, start - 2), min(len(text), end + 3), out)
+        return
+    found: list[_Candidate] = []
+    _scan_region(text, max(0, start - 2), min(len(text), end + 3), found)
+    out.extend(c for c in found if not _overlaps(runs, c[1], c[2]))
 
 
 def _find_passports(text: str, out: list[_Candidate]) -> None:
@@ -527,9 +678,9 @@ def _find_passports(text: str, out: list[_Candidate]) -> None:
     for label in _PASSPORT_LABEL.finditer(text):
         # Bounded window (a token is at most 10 chars, +1 for its lookahead),
         # so many labels without a number cost linear time.
-        for m in _PASSPORT.finditer(text, label.end(), label.end() + 36):
+        for m in _PASSPORT_RX.finditer(text, label.end(), label.end() + 36):
             if m.start() - label.end() <= 25:
-                out.append((PiiKind.PASSPORT, m.start(), m.end(), 0.9))
+                out.append((_PASSPORT, m.start(), m.end(), 0.9))
 
 
 def _find_emails(text: str, out: list[_Candidate]) -> None:
@@ -542,15 +693,19 @@ def _find_emails(text: str, out: list[_Candidate]) -> None:
             while start < at and text[start] == ".":  # a local part does not start with a dot
                 start += 1
             if start < at:
-                out.append((PiiKind.EMAIL, start, domain.end(), 0.99))
+                out.append((_EMAIL, start, domain.end(), 0.99))
         at = text.find("@", at + 1)
+
+
+def _resolve_key(c: _Candidate) -> tuple[int, int, float, int]:
+    return (c[1] - c[2], -_PRIORITY[c[0]], -c[3], c[1])
 
 
 def _resolve(candidates: list[_Candidate]) -> list[_Candidate]:
     """Keep a non-overlapping subset: longest first, then priority, then confidence."""
     if len(candidates) == 1:
         return candidates
-    ranked = sorted(candidates, key=lambda c: (c[1] - c[2], -_PRIORITY[c[0]], -c[3], c[1]))
+    ranked = sorted(candidates, key=_resolve_key)
     starts: list[int] = []  # kept spans, sorted by start (and so by end: they never overlap)
     kept: list[_Candidate] = []
     for cand in ranked:
@@ -567,32 +722,60 @@ def _resolve(candidates: list[_Candidate]) -> list[_Candidate]:
 # ==========================================================================
 
 
+def detect_spans(text: str) -> list[_Candidate]:
+    """detect() as plain tuples ``(kind id, start, end, confidence)``, for hot paths.
+
+    The kind id is the ``str`` value of the PiiKind (``"phone"``); no Detection
+    objects are built. Non-overlapping, sorted by start; ``[]`` when none."""
+    n = len(text)
+    if n < 6:
+        return []  # the shortest value is an e-mail like a@b.kr; numbers need 9+ chars
+    scan = text
+    if text.isascii():
+        region = _STAGE1.search(text)
+        if region is None:
+            if "@" not in text and "assport" not in text and "ASSPORT" not in text:
+                return []  # the common case: names, amounts, dates, times, codes, plain text
+            regions: list[tuple[int, int]] = []
+        else:
+            end = region.end()
+            if end == n and text[0] in "0(+" and (hit := _whole_region(text, 0, n)) is not None:
+                return [hit]  # the cell is one value that starts like a phone (or a 2000s RRN)
+            regions = [region.span()]
+            while end + 9 <= n and (region := _STAGE1.search(text, end)) is not None:
+                regions.append(region.span())
+                end = region.end()
+    else:
+        regions = []
+        for region in _STAGE1_RAW.finditer(text):
+            span = region.span()
+            if span[1] - span[0] == 1:  # a foldable character (a region has 9+)
+                scan = text.translate(_FOLD)
+                regions = [region.span() for region in _STAGE1.finditer(scan)]
+                break
+            regions.append(span)
+        if not regions and "@" not in scan and "여권" not in scan and "assport" not in scan and "ASSPORT" not in scan:
+            return []  # names, addresses, memos without numbers
+
+    found: list[_Candidate] = []
+    if "@" in scan:
+        _find_emails(scan, found)
+    if "assport" in scan or "여권" in scan or "ASSPORT" in scan:
+        _find_passports(scan, found)
+    if regions:
+        hex_runs = [None]
+        for start, end in regions:
+            _find_numbers(scan, start, end, found, hex_runs)
+    if len(found) < 2:
+        return found
+    return _resolve(found)
+
+
 def detect(text: str) -> list[Detection]:
     """Find PII by value format. Non-overlapping detections, sorted by start."""
     if not text:
         return []
-    region = _STAGE1.search(text)
-    has_at = "@" in text
-    passport = "여권" in text or "assport" in text or "ASSPORT" in text
-    if region is None and not has_at and not passport:
-        return []  # the common case: names, amounts, dates, times, codes, plain memos
-    scan = text
-    if not text.isascii() and _FOLDABLE.search(text):
-        scan = text.translate(_FOLD)
-        region = _STAGE1.search(scan)
-        has_at = "@" in scan
-
-    found: list[_Candidate] = []
-    if has_at:
-        _find_emails(scan, found)
-    if passport:
-        _find_passports(scan, found)
-    while region is not None:
-        _find_numbers(scan, region.start(), region.end(), found)
-        region = _STAGE1.search(scan, region.end())
-    if not found:
-        return []
-    return [_detection(kind, s, e, text[s:e], conf) for kind, s, e, conf in _resolve(found)]
+    return [_detection(_KIND_BY_ID[kind], s, e, text[s:e], conf) for kind, s, e, conf in detect_spans(text)]
 
 
 _new_object = object.__new__
@@ -611,12 +794,22 @@ def _detection(kind: PiiKind, start: int, end: int, value: str, confidence: floa
 
 def _ascii_digits(value: str) -> str:
     if value.isascii():
-        return _NON_DIGIT.sub("", value)
+        # Hyphens and spaces are the usual separators; str.replace is much
+        # cheaper than a regex substitution.
+        digits = value.replace("-", "").replace(" ", "")
+        return digits if digits.isdigit() else _NON_DIGIT.sub("", digits)
     return "".join(str(int(ch)) for ch in value if ch.isdecimal())
 
 
 def _normalise_phone(value: str) -> str:
-    digits = _ascii_digits(value)
+    if value.isascii():
+        digits = value.replace("-", "").replace(" ", "")
+        if not digits.isdigit():
+            digits = _NON_DIGIT.sub("", digits)
+    else:
+        digits = _ascii_digits(value)
+    if not digits.startswith(("0082", "82")):
+        return digits  # the usual case: a domestic number
     if digits.startswith("0082"):
         digits = digits[2:]
     if digits.startswith("82"):  # no domestic number starts with 82: it is the country code
@@ -626,29 +819,51 @@ def _normalise_phone(value: str) -> str:
     return digits
 
 
+def _normalise_email(value: str) -> str:
+    if value.isascii():  # nothing to fold
+        return value.strip().lower()
+    return value.translate(_FOLD).strip().lower()
+
+
+def _normalise_passport(value: str) -> str:
+    return "".join(ch for ch in value.translate(_FOLD).upper() if ch.isalnum())
+
+
+def _normalise_words(value: str) -> str:
+    return " ".join(value.translate(_FOLD).split()).casefold()
+
+
+# The normaliser of each kind, by kind id (a PiiKind member finds its entry
+# too: it equals and hashes like its value). Kinds not listed are digits-only.
+NORMALISERS: dict[str, Callable[[str], str]] = {
+    _RRN: _ascii_digits,
+    _FRN: _ascii_digits,
+    _PHONE: _normalise_phone,
+    _EMAIL: _normalise_email,
+    _CARD: _ascii_digits,
+    _ACCOUNT: _ascii_digits,
+    _PASSPORT: _normalise_passport,
+    _LICENCE: _ascii_digits,
+    PiiKind.NAME.value: _normalise_words,
+    PiiKind.ADDRESS.value: _normalise_words,
+}
+
+
 def normalise(kind: PiiKind, value: str) -> str:
     """Canonical form of a value, so the same value always maps to the same token."""
-    if kind is PiiKind.PHONE:
-        return _normalise_phone(value)
-    if kind is PiiKind.EMAIL:
-        return value.translate(_FOLD).strip().lower()
-    if kind is PiiKind.PASSPORT:
-        return "".join(ch for ch in value.translate(_FOLD).upper() if ch.isalnum())
-    if kind is PiiKind.NAME or kind is PiiKind.ADDRESS:
-        return " ".join(value.translate(_FOLD).split()).casefold()
-    return _ascii_digits(value)  # RRN, FRN, card, account, driver's licence: digits only
+    return NORMALISERS.get(kind, _ascii_digits)(value)
 
 
 def mask_text(text: str, replace: Callable[[Detection], str]) -> str:
     """Return `text` with every detection replaced by `replace(detection)`."""
-    detections = detect(text)
-    if not detections:
+    spans = detect_spans(text)
+    if not spans:
         return text
     pieces: list[str] = []
     pos = 0
-    for det in detections:
-        pieces.append(text[pos : det.start])
-        pieces.append(replace(det))
-        pos = det.end
+    for kind, start, end, conf in spans:
+        pieces.append(text[pos:start])
+        pieces.append(replace(_detection(_KIND_BY_ID[kind], start, end, text[start:end], conf)))
+        pos = end
     pieces.append(text[pos:])
     return "".join(pieces)
