@@ -153,7 +153,9 @@ def component_medians(ctx, user_id: int, calls: int) -> list[tuple[str, float]]:
 
     steps = {
         "read-only analysis (sqlglot)": lambda i: analyse_sql(QUERIES[i % len(QUERIES)], "postgres"),
-        "visibility + grant lookup (1 query)": lambda i: db_access(user_id=user_id, connection_name="bench"),
+        "visibility + grant lookup (1 query)": lambda i: db_access(
+            user_id=user_id, tier="private", connection_name="bench"
+        ),
         "audit row write (durable commit)": lambda i: tool_call_audit_write(
             actor_id=user_id,
             actor_username=ctx.username,
@@ -166,6 +168,13 @@ def component_medians(ctx, user_id: int, calls: int) -> list[tuple[str, float]]:
             turn_id=1,
         ),
     }
+    from chat.executor import mask_sql_rows, vault_for
+    from governance.models import DbConnection
+
+    connection = DbConnection.objects.get(name="bench")
+    steps["result masking (lineage + detectors)"] = lambda i: mask_sql_rows(
+        ctx, connection, QUERIES[i % len(QUERIES)], ["n"], [[1]], vault_for(ctx)
+    )
     medians = []
     for label, step in steps.items():
         samples = []

@@ -350,6 +350,7 @@ _NON_DIGIT = re.compile(r"\D", re.ASCII)
 _DIGIT_GROUP = re.compile(r"\d+", re.ASCII)
 _DAYS_IN_MONTH = (0, 31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
 _RRN_WEIGHTS = (2, 3, 4, 5, 6, 7, 8, 9, 2, 3, 4, 5)
+_RRN_WEIGHT_SUM = sum(_RRN_WEIGHTS)
 
 # Account words that name an account or a transfer (not just a bank): next
 # to one of these, even a valid YYYYMMDDhhmmss run is masked as an account.
@@ -371,20 +372,20 @@ _UUID = re.compile(r"[0-9A-Fa-f]{8}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}
 # ==========================================================================
 
 
+# Luhn: every second digit from the right is doubled, and a doubled digit
+# counts as the sum of its digits (7 -> 14 -> 5).
+_LUHN_DOUBLED = str.maketrans("0123456789", "0246813579")
+
+
 def _luhn_ok(digits: str) -> bool:
-    total = 0
-    for i, ch in enumerate(reversed(digits)):
-        d = ord(ch) - 48
-        if i & 1:
-            d *= 2
-            if d > 9:
-                d -= 9
-        total += d
-    return total % 10 == 0
+    """`digits`: ASCII digits only. Sums in C (bytes of the digits, minus "0")."""
+    reverse = digits[::-1]
+    total = sum(reverse[::2].encode()) + sum(reverse[1::2].translate(_LUHN_DOUBLED).encode())
+    return (total - 48 * len(digits)) % 10 == 0
 
 
 def _rrn_checksum_ok(digits: str, foreigner: bool) -> bool:
-    total = sum(map(mul, map(int, digits[:12]), _RRN_WEIGHTS))
+    total = sum(map(mul, digits[:12].encode(), _RRN_WEIGHTS)) - 48 * _RRN_WEIGHT_SUM  # bytes minus "0"
     return ((13 if foreigner else 11) - total % 11) % 10 == ord(digits[12]) - 48
 
 
@@ -631,39 +632,46 @@ def _find_numbers(text: str, start: int, end: int, out: list[_Candidate], hex_ca
         n_digits -= region.count("-") + region.count(" ") + region.count(".")
     if n_digits < 9 and not (n_digits == 8 and region[0] == "1"):
         return
-    # Could a hex token (UUID, hash) reach into the region? It must touch one
-    # of its ends (the region itself has no letters), except an all-digit
-    # UUID, which is a whole region of its own. The runs are only computed
-    # when there is a candidate to check.
-    guarded = (
-        (start and text[start - 1] in _HEX_CHARS)
-        or text[end : end + 1] in _HEX_CHARS
-        or (end - start >= 36 and _UUID.search(text, start, end) is not None)
-    )
     # A "+" or "(" just before belongs to a phone: "+82 10-...", "(02)123-4567".
     lead = start - 1 if start and text[start - 1] in "+(" else start
     hit = (lead < start and _whole_region(text, lead, end)) or _whole_region(text, start, end)
-    runs = None
-    if guarded and (hit or not _PLAIN_CHAIN.fullmatch(region) or n_digits >= 14 or _PHONE_HEAD.search(region)):
-        runs = _hex_runs(text, hex_cache)
-        for s, e in runs:
-            if s <= start and end <= e:
-                return  # wholly inside one: "9a65bf25-1897-4809-...", "...-cf0532182727"
-    if hit and not (runs and _overlaps(runs, hit[1], hit[2])):
-        out.append(hit)
-        return
-    # In a plain hyphen/dot chain that is not one whole value, a candidate can
-    # only be a phone starting at a phone-like group (later groups never start
-    # a chain, see _CHAIN_BEFORE), or an RRN/card, which needs 13+ digits and
-    # so would have been the whole region unless there are 14+. Without those
+    # Without a whole value: in a plain hyphen/dot chain, a candidate can only
+    # be a phone starting at a phone-like group (later groups never start a
+    # chain, see _CHAIN_BEFORE), or an RRN/card, which needs 13+ digits and so
+    # would have been the whole region unless there are 14+. Without those
     # ("ORD-2024-000123", "10.0.19045.2965") the full scan is skipped. In a
     # bare digit run every format must span the whole run, which
     # _whole_region has just tried, except "+ 82..." (a "+" two chars before).
     if (
-        (bare and (start < 2 or text[start - 2] != "+"))
-        or (n_digits < 14 and not _PHONE_HEAD.search(region))
-    ) and _PLAIN_CHAIN.fullmatch(region):
+        not hit
+        and (
+            (bare and (start < 2 or text[start - 2] != "+"))
+            or (n_digits < 14 and not _PHONE_HEAD.search(region))
+        )
+        and _PLAIN_CHAIN.fullmatch(region)
+    ):
         return
+    # Could a hex token (UUID, hash) reach into the region? It must touch one
+    # of its ends (the region itself has no letters), except an all-digit
+    # UUID, which is a whole region of its own.
+    runs = None
+    if (
+        (start and text[start - 1] in _HEX_CHARS)
+        or text[end : end + 1] in _HEX_CHARS
+        or (end - start >= 36 and _UUID.search(text, start, end) is not None)
+    ):
+        runs = hex_cache[0]
+        if runs is None:
+            runs = hex_cache[0] = _opaque_runs(text)
+        for s, e in runs:
+            if s <= start and end <= e:
+                return  # wholly inside one: "9a65bf25-1897-4809-...", "...-cf0532182727"
+    if hit:
+        if not (runs and _overlaps(runs, hit[1], hit[2])):
+            out.append(hit)
+            return
+        if _PLAIN_CHAIN.fullmatch(region) and (bare or (n_digits < 14 and not _PHONE_HEAD.search(region))):
+            return
     # 2 chars before for "+ 82" / "(02", 3 after for the trailing guards.
     if not runs:
         _scan_region(text, max(0, start - 2), min(len(text), end + 3), out)

@@ -251,3 +251,23 @@ def test_pii_mask_cli_masks_line_for_line(monkeypatch):
     out = io.StringIO()
     call_command("pii_mask", stdout=out)
     assert out.getvalue().splitlines() == ["연락처 [전화번호-1]", "메일 [이메일-1], 다시 [전화번호-1]"]
+
+
+def test_schema_analysis_start_is_an_admin_event_and_writes_no_tool_call_rows(world, client, django_user_model):
+    admin = django_user_model.objects.create_superuser("root", password="pw-root-123")
+    client.force_login(admin)
+    before = ToolCallAudit.objects.count()
+    response = client.post(
+        reverse("admin:governance_dbconnection_changelist"),
+        {"action": "analyse_schema", "_selected_action": [world["crm"].pk]},
+        follow=True,
+    )
+    assert response.status_code == 200
+    event = AuditEvent.objects.get(kind="analysis_started")
+    assert (event.actor_username, event.resource_id, event.details) == (
+        "root",
+        str(world["crm"].pk),
+        {"connection": "crm"},
+    )
+    assert ToolCallAudit.objects.count() == before
+    assert ColumnClassification.objects.filter(connection=world["crm"], pii_kind="phone").exists()
