@@ -161,6 +161,12 @@ def mask_sql_rows(ctx, connection: DbConnection, sql: str, columns: list[str], r
     schema = classification_schema(connection=connection)
     outputs = aligned_outputs(classify_outputs(sql, connection.sql_dialect, schema, n_columns=len(columns)), columns)
     column_kinds = {o.index: o.pii_kind for o in outputs if o.pii_kind}
+    if len(outputs) != len(columns):
+        # No usable lineage at all: mask every column when the connection has
+        # any personal-data column (when in doubt, mask).
+        doubt = next((kind for table in schema.values() for kind in table.values() if kind), None)
+        if doubt:
+            column_kinds = dict.fromkeys(range(len(columns)), doubt)
     origins = {o.index: o.sources[0] for o in outputs if o.sources}
     counts = MaskCounts()
     masked = mask_rows(rows, column_kinds=column_kinds, column_origins=origins, vault=vault, counts=counts)

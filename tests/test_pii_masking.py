@@ -271,3 +271,29 @@ def test_schema_analysis_start_is_an_admin_event_and_writes_no_tool_call_rows(wo
     )
     assert ToolCallAudit.objects.count() == before
     assert ColumnClassification.objects.filter(connection=world["crm"], pii_kind="phone").exists()
+
+
+def test_no_lineage_at_all_masks_every_column(world, monkeypatch):
+    """If lineage yields nothing, a connection with personal-data columns gets
+    every output column masked (fail closed), not just the detectors."""
+    import uuid as uuid_
+
+    from chat.context import TurnContext
+    from chat.executor import execute_tool_call
+
+    monkeypatch.setattr("chat.executor.classify_outputs", lambda *args, **kwargs: [])
+    conversation = conversation_create(owner=world["user"])
+    ctx = TurnContext(
+        user_id=world["user"].pk,
+        username="agent",
+        tier="private",
+        model_name="m",
+        provider_name="p",
+        conversation_id=conversation.pk,
+        turn_id=uuid_.uuid4().int % 1000,
+    )
+    result = execute_tool_call(
+        ctx, name="run_sql", arguments=json.dumps({"connection": "crm", "sql": "SELECT name, city FROM customers"})
+    )
+    rows = json.loads(result.content)["rows"]
+    assert all(cell.startswith("[") for row in rows for cell in row)
