@@ -103,6 +103,8 @@ class MaskCounts(Counter):
 
 def mask_string(text: str, vault: Vault, counts: MaskCounts | None = None, origin: Origin = ("", "")) -> str:
     """Replace every detector hit in `text` with its token."""
+    if len(text) < 6:
+        return text  # shorter than any value (detect_spans says the same, one call later)
     spans = detect_spans(text)  # (kind id, start, end, confidence), left to right
     if not spans:
         return text
@@ -111,7 +113,7 @@ def mask_string(text: str, vault: Vault, counts: MaskCounts | None = None, origi
         kind, start, end, _ = spans[0]
         token = token_for(kind, text[start:end])
         if counts is not None:
-            counts.add(origin, kind)
+            counts[origin[0], origin[1], kind] += 1  # == counts.add(origin, kind)
         if start == 0 and end == len(text):
             return token
         return text[:start] + token + text[end:]
@@ -121,7 +123,7 @@ def mask_string(text: str, vault: Vault, counts: MaskCounts | None = None, origi
         pieces.append(text[pos:start])
         pieces.append(token_for(kind, text[start:end]))
         if counts is not None:
-            counts.add(origin, kind)
+            counts[origin[0], origin[1], kind] += 1
         pos = end
     pieces.append(text[pos:])
     return "".join(pieces)

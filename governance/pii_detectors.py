@@ -323,6 +323,9 @@ _ACCOUNT_CONTEXT = re.compile(
     "우체국|새마을|신협|수협|축협|account|acct|a/c|bank|iban"
 )
 _BUSINESS_CONTEXT = re.compile("사업자|business|brn")
+# Characters whose lowercase is (or contains) an ASCII letter: A-Z, the dotted
+# capital I and the Kelvin sign.
+_CASED = re.compile("[A-Z\u0130\u212a]")
 _LICENSE_LABEL = re.compile("면허|licen[cs]e|driver")
 _AMOUNT_AFTER = re.compile(r"[ \t]*(?:원|won|krw)", re.IGNORECASE)
 
@@ -366,6 +369,7 @@ _HEX_CHARS = frozenset("0123456789abcdefABCDEF-")
 _HEX_RUN = re.compile(r"[0-9A-Fa-f-]+", re.ASCII)
 _HEX_GLUE = re.compile(r"[A-Fa-f][0-9]|[0-9][A-Fa-f]", re.ASCII)
 _UUID = re.compile(r"[0-9A-Fa-f]{8}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{12}", re.ASCII)
+_UUID_CELL = re.compile(rf"{_UUID.pattern}|\{{{_UUID.pattern}\}}", re.ASCII)
 
 # ==========================================================================
 # Validators
@@ -412,7 +416,7 @@ def _is_full_timestamp(groups: list[str]) -> bool:
 
     Only this is unambiguous: a 10-16 digit run that merely starts with a date
     (``198410248408``, ``20230506679710``) is as likely an account number."""
-    digits = "".join(groups)
+    digits = groups[0] if len(groups) == 1 else "".join(groups)
     return (
         len(digits) == 14
         and _is_date(digits[:4], digits[4:6], digits[6:8])
@@ -426,8 +430,15 @@ def _near(label: re.Pattern[str], text: str, start: int, end: int, before: int, 
     """Does `label` occur within `before` chars before the span (or `after` chars after it)?
 
     Searched in one window, span included: the span holds only digits and
-    separators, which no label contains, so a hit lies wholly before or after it."""
-    return label.search(text[max(0, start - before) : end + after].lower()) is not None
+    separators, which no label contains, so a hit lies wholly before or after
+    it. Labels are lowercase: the window is lowercased only if it has a
+    character that lowercases to ASCII (rare next to a number, and a slice
+    plus lower() costs more than the search)."""
+    lo = max(0, start - before)
+    hi = end + after
+    if label.search(text, lo, hi) is not None:
+        return True
+    return _CASED.search(text, lo, hi) is not None and label.search(text[lo:hi].lower()) is not None
 
 
 def _opaque_runs(text: str) -> list[tuple[int, int]]:
@@ -487,7 +498,8 @@ def _chain_candidate(text: str, start: int, end: int, taken: int) -> _Candidate 
     """Classify a hyphen/dot digit chain that no stronger rule (phone, RRN, card) covers."""
     if end <= taken:
         return None
-    groups = _DIGIT_GROUP.findall(text, start, end)
+    value = text[start:end]
+    groups = [value] if value.isdigit() else _DIGIT_GROUP.findall(value)
     if len(groups) == 1:
         n_digits = len(groups[0])
         if n_digits < 10 or n_digits > 16:
@@ -567,12 +579,17 @@ def _whole_region(text: str, start: int, end: int) -> _Candidate | None:
                 return _PHONE, start, end, 0.6
             return _PHONE, start, end, _phone_confidence(m.group(), False)
     if end - start >= 13:
-        m = _RRN_RX.match(text, start)
-        if m is not None and m.end() == end and (hit := _rrn_candidate(m.group())):
-            return hit[0], start, end, hit[1]
-        m = _CARD_RX.match(text, start)
-        if m is not None and m.end() == end and (conf := _card_confidence(m.group())) is not None:
-            return _CARD, start, end, conf
+        # A bare run is an RRN only with 13 digits, and a card only when it
+        # starts like one (see _card_confidence): skip the regexes otherwise.
+        bare = text[start:end].isdigit()
+        if not bare or end - start == 13:
+            m = _RRN_RX.match(text, start)
+            if m is not None and m.end() == end and (hit := _rrn_candidate(m.group())):
+                return hit[0], start, end, hit[1]
+        if not bare or first in "34569" or "22" <= text[start : start + 2] <= "27":
+            m = _CARD_RX.match(text, start)
+            if m is not None and m.end() == end and (conf := _card_confidence(m.group())) is not None:
+                return _CARD, start, end, conf
     m = _CHAIN_RX.match(text, start)
     if m is not None and m.end() == end:
         return _chain_candidate(text, start, end, start)
@@ -644,10 +661,7 @@ def _find_numbers(text: str, start: int, end: int, out: list[_Candidate], hex_ca
     # _whole_region has just tried, except "+ 82..." (a "+" two chars before).
     if (
         not hit
-        and (
-            (bare and (start < 2 or text[start - 2] != "+"))
-            or (n_digits < 14 and not _PHONE_HEAD.search(region))
-        )
+        and ((bare and (start < 2 or text[start - 2] != "+")) or (n_digits < 14 and not _PHONE_HEAD.search(region)))
         and _PLAIN_CHAIN.fullmatch(region)
     ):
         return
@@ -740,6 +754,13 @@ def detect_spans(text: str) -> list[_Candidate]:
         return []  # the shortest value is an e-mail like a@b.kr; numbers need 9+ chars
     scan = text
     if text.isascii():
+        # Whole cells first: one value that starts like a phone (or a 2000s
+        # RRN), then a UUID (an opaque token). _whole_region(text, 0, n) is
+        # what the general path below would find for such a cell.
+        if text[0] in "0(+" and (hit := _whole_region(text, 0, n)) is not None:
+            return [hit]
+        if (n == 36 or n == 38) and _UUID_CELL.fullmatch(text):
+            return []
         region = _STAGE1.search(text)
         if region is None:
             if "@" not in text and "assport" not in text and "ASSPORT" not in text:
@@ -747,23 +768,26 @@ def detect_spans(text: str) -> list[_Candidate]:
             regions: list[tuple[int, int]] = []
         else:
             end = region.end()
-            if end == n and text[0] in "0(+" and (hit := _whole_region(text, 0, n)) is not None:
-                return [hit]  # the cell is one value that starts like a phone (or a 2000s RRN)
             regions = [region.span()]
             while end + 9 <= n and (region := _STAGE1.search(text, end)) is not None:
                 regions.append(region.span())
                 end = region.end()
     else:
-        regions = []
-        for region in _STAGE1_RAW.finditer(text):
-            span = region.span()
-            if span[1] - span[0] == 1:  # a foldable character (a region has 9+)
-                scan = text.translate(_FOLD)
-                regions = [region.span() for region in _STAGE1.finditer(scan)]
-                break
-            regions.append(span)
-        if not regions and "@" not in scan and "여권" not in scan and "assport" not in scan and "ASSPORT" not in scan:
-            return []  # names, addresses, memos without numbers
+        region = _STAGE1_RAW.search(text)
+        if region is None:
+            if "@" not in text and "여권" not in text and "assport" not in text and "ASSPORT" not in text:
+                return []  # names, addresses, amounts, memos without numbers
+            regions = []
+        else:
+            regions = []
+            while region is not None:
+                start, end = region.span()
+                if end - start == 1:  # a foldable character (a region has 9+)
+                    scan = text.translate(_FOLD)
+                    regions = [region.span() for region in _STAGE1.finditer(scan)]
+                    break
+                regions.append((start, end))
+                region = _STAGE1_RAW.search(text, end)
 
     found: list[_Candidate] = []
     if "@" in scan:
@@ -771,9 +795,9 @@ def detect_spans(text: str) -> list[_Candidate]:
     if "assport" in scan or "여권" in scan or "ASSPORT" in scan:
         _find_passports(scan, found)
     if regions:
-        hex_runs = [None]
+        hex_cache = [None]
         for start, end in regions:
-            _find_numbers(scan, start, end, found, hex_runs)
+            _find_numbers(scan, start, end, found, hex_cache)
     if len(found) < 2:
         return found
     return _resolve(found)
