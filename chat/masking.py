@@ -5,6 +5,12 @@ A masked value becomes a per-conversation token such as `[전화번호-3]`: the 
 map from tokens to originals stays on the server (`chat.vault`). This module
 is the pure part: token format, the vault interface, an in-memory vault for
 dry runs, and the walk that masks every string of a tool result.
+
+`mask_string` runs once per string cell of every tool result, so it is on the
+hot path: it works on the detectors' plain tuples (`detect_spans`, kind ids as
+`str`), builds no closure or Detection object, and the in-memory vault
+remembers each value as written, so a value seen before is not normalised
+again.
 """
 
 from __future__ import annotations
@@ -84,9 +90,12 @@ class InMemoryVault:
 
     def original_for(self, kind: str, number: int) -> str | None:
         entries = self._kinds.get(kind)
-        if entries is None or not isinstance(number, int) or not 1 <= number <= len(entries[2]):
+        if entries is None:
             return None
-        return entries[2][number - 1]
+        originals = entries[2]
+        if type(number) is not int:  # 1.0, True, ...: equal numbers find the entry, as dict keys did
+            return next((original for i, original in enumerate(originals, 1) if i == number), None)
+        return originals[number - 1] if 1 <= number <= len(originals) else None
 
 
 # Where a masked value came from, for the masking statistics:
@@ -108,15 +117,15 @@ def mask_string(text: str, vault: Vault, counts: MaskCounts | None = None, origi
     spans = detect_spans(text)  # (kind id, start, end, confidence), left to right
     if not spans:
         return text
-    token_for = vault.token_for
     if len(spans) == 1:  # the usual case: a cell that is one value, or a memo with one
         kind, start, end, _ = spans[0]
-        token = token_for(kind, text[start:end])
+        token = vault.token_for(kind, text[start:end])
         if counts is not None:
-            counts[origin[0], origin[1], kind] += 1  # == counts.add(origin, kind)
+            counts[origin[0], origin[1], kind] += 1  # == counts.add(origin, kind), one call less
         if start == 0 and end == len(text):
             return token
         return text[:start] + token + text[end:]
+    token_for = vault.token_for
     pieces: list[str] = []
     pos = 0
     for kind, start, end, _ in spans:

@@ -27,6 +27,11 @@ Public API
     (``+82 10-1234-5678``, ``82-10-...``, ``0082...`` -> ``01012345678``);
     e-mail lowercased; passport uppercased without separators; names and
     addresses casefolded with single spaces. Full-width characters are folded.
+``detect_spans(text) -> list[tuple[str, int, int, float]]``
+    ``detect`` as plain tuples ``(kind id, start, end, confidence)``, for hot
+    paths (chat.masking): no Detection objects, no Enum lookups.
+``NORMALISERS``
+    ``{kind id: normaliser}``, the functions ``normalise`` dispatches to.
 ``mask_text(text, replace) -> str``
     Replaces every detection with ``replace(detection)``.
 
@@ -66,30 +71,48 @@ What is detected, and the decisions on ambiguous formats
   기업, 카카오, 토스, account, bank, ...) is within 20 chars before or 10 after.
   Decisions: two-group numbers (``10000-20000``, ``2024-000123``) need
   context: they are mostly ranges and serials, and banks do not print
-  accounts in two groups. Chains glued to letters (``ORD-2024-000123``) or
-  starting with a date (``2024-01-15-0001``) are not accounts. The 3-2-5
-  layout is a business registration number (``123-45-67890``), which
-  identifies a company, so it is kept, unless an account word is near and
-  사업자/business is not. Rule (b) also masks a Luhn-invalid 16-digit run next
-  to an account word, and skips amounts (``1234567890원``) and timestamps.
+  accounts in two groups. Chains glued to letters (``ORD-2024-000123``) or,
+  without context, starting with a date (``2024-01-15-0001``) are not
+  accounts. The 3-2-5 layout is a business registration number
+  (``123-45-67890``), which identifies a company, so it is kept, unless an
+  account word is near and 사업자/business is not. Rule (b) also masks a
+  Luhn-invalid 16-digit run next to an account word, and skips amounts
+  (``1234567890원``). With an account word near, a run that merely starts like
+  a date is masked (``입금계좌 198410248408``, ``20230506679710``: account
+  numbers start like dates often enough); only a full, valid YYYYMMDDhhmmss
+  timestamp is left alone, and only when the word is a bank name rather than
+  an explicit account word (계좌, 입금, 송금, 이체, 통장, account, acct, a/c,
+  iban): ``입금 20240115123000`` is masked.
 * Passports (``M12345678``, ``M123A4567``, and foreign 1-2 letters + 7-8
   digits) only within 25 chars after a label (여권, passport/Passport/PASSPORT).
   Driver's licences (``11-12-345678-90``, ``서울 12-345678-90``, hyphen/dot or
   bare) only within 25 chars after a label (면허, licence/license, driver). An
   unlabelled 4-group licence number is still masked, as an account (rule a).
-* Left alone: dates, times, ISO timestamps, amounts, UUIDs, IPv4/IPv6, version
-  strings, order and product codes with letters, zip codes, short numbers,
-  business registration numbers, Luhn-invalid 16-digit runs without an
-  account word.
+* Hex tokens are opaque: no numeric detection starts or ends inside a run of
+  ``[0-9A-Fa-f-]`` in which a hex letter touches a digit, or that holds a
+  UUID (8-4-4-4-12 hex, any case, braces or not, all-digit ones included).
+  Digit lookarounds cannot see this (hex letters are letters, and the run
+  reaches the number through hyphens): ``bc65c055-1791-4871-...`` holds no
+  phone ``055-1791-4871``, ``...-cf0532182727`` no ``0532182727``.
+* Left alone: dates, times, ISO timestamps, amounts, UUIDs and hex ids,
+  IPv4/IPv6, version strings, order and product codes with letters, zip
+  codes, short numbers, business registration numbers, Luhn-invalid 16-digit
+  runs without an account word.
 
 How it works (speed matters: every tool result cell goes through here):
-stage 1 is one regex search for a run of 9+ digits and separators, plus
-``"@" in text`` and a passport-label substring test; names, amounts, dates,
-times and short codes stop there. Each stage-1 region is first matched whole
-against each format (the usual DB cell holds exactly one value); otherwise one
-"master" regex collects every candidate of every kind in the region. Python
-validates candidates (dates, Luhn, layouts, context words) and resolves
-overlaps.
+stage 1 is one regex search for a run of 9+ digits and separators (ASCII
+classes; in non-ASCII text the same search also stops at a foldable
+character, and then the text is folded and searched again), plus ``"@" in
+text`` and a passport-label substring test; names, amounts, times and short
+codes stop there, and bare dates are skipped inside the search. A cell that
+is exactly one phone, UUID, date/timestamp, e-mail address or stage-1 region
+is settled by one fullmatch. Each stage-1 region is first matched whole
+against each format (the usual DB cell holds exactly one value); otherwise
+one "master" regex collects every candidate of every kind in the region.
+Python validates candidates (dates, Luhn, layouts, context words, hex
+tokens) and resolves overlaps. Costs are counted in interpreter steps:
+every call and regex call matters, so the hot paths skip the regexes that
+cannot match.
 """
 
 from __future__ import annotations
@@ -201,8 +224,10 @@ _FOLDABLE_CHARS = f"\uff01-\uff5e\u3000{_DASHES}"
 # follows a digit is cut short by the lookbehind. A bare date (``2024-01-15``,
 # also followed by `` 12:``, the hour, which _find_numbers would drop) has 8
 # digits and never holds a value: the lookahead skips it in C.
+# The first test, 8 more region characters, rejects most digits in prose
+# ("3월", "12,000원") at once.
 _REGION_TAIL = (
-    r"(?<![0-9][0-9])"
+    r"(?=[0-9\-.()+ \t]{8})(?<![0-9][0-9])"
     r"(?![0-9]{3}[-./][0-9][0-9][-./][0-9][0-9](?:(?![-.()+ \t]*[0-9])| [0-9][0-9]?:))"
     r"[0-9\-.()+ \t]{8,}(?<=[0-9])"
 )
@@ -210,8 +235,8 @@ _STAGE1 = re.compile(f"[0-9]{_REGION_TAIL}")
 # Non-ASCII text: the same search also stops at the first foldable character
 # (a one-character match), so one pass finds the regions or tells that the
 # text must be folded first. The leading class is the charset `re` skips
-# ahead with; the lookbehinds then pick the branch.
-_STAGE1_RAW = re.compile(f"[0-9{_FOLDABLE_CHARS}](?:(?<=[0-9]){_REGION_TAIL}|(?<![0-9]))")
+# ahead with; the first branch takes a foldable character.
+_STAGE1_RAW = re.compile(f"[0-9{_FOLDABLE_CHARS}](?:(?<![0-9])|{_REGION_TAIL})")
 # Passports have only 7-8 digits: they are looked for after a label instead,
 # found with plain substring tests first (much cheaper than a regex).
 _PASSPORT_LABEL = re.compile("여권|passport", re.IGNORECASE)
@@ -295,6 +320,10 @@ _PHONE_RX = re.compile(rf"(?<!\d)(?:{_PHONE_BODY})", re.ASCII | re.VERBOSE)
 # that same match (its other branches come later and never start with "0"
 # except "00 82", tried only after every domestic path failed).
 _DOMESTIC_RX = re.compile(rf"(?<!\d)0{_NAT}\)?{_SEP}?[1-9]\d{{2,3}}{_SEP}?\d{{4}}(?!\d)", re.ASCII)
+# The usual spellings (one separator, or none), for fullmatch over a whole
+# region: a subset of _DOMESTIC_RX whose first match is then this one, for
+# the prefixes are tried in the same order and the greedy choices coincide.
+_PLAIN_PHONE_RX = re.compile(r"0(?:1[016-9]|2|3[1-3]|4[1-4]|5[1-5]|6[1-4]|70)([-. ]?)[1-9][0-9]{2,3}\1[0-9]{4}")
 _CHAIN_RX = re.compile(_CHAIN_BODY, re.ASCII)
 # A region made of digit groups joined by hyphens/dots only, and a group
 # from which a phone can start (0X, 0082, 82, 15xx/16xx/18xx).
@@ -314,19 +343,33 @@ _EMAIL_DOMAIN = re.compile(
     r"(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.){1,8}(?:[A-Za-z]{2,24}|xn--[A-Za-z0-9-]{1,59})(?![A-Za-z0-9-])",
     re.ASCII,
 )
+# A cell that is exactly one address, as _find_emails would find it: a local
+# part of 1-64 chars not starting with a dot, and a domain (whose labels are
+# fixed by the dots, so its first match is the whole rest).
+_EMAIL_CELL = re.compile(rf"[A-Za-z0-9_%+-][A-Za-z0-9_%+.-]{{0,63}}@{_EMAIL_DOMAIN.pattern}", re.ASCII)
 
-# Context words, searched in a short lowercased window (IGNORECASE makes `re`
-# much slower). Short bank names are included on purpose: "국민 1234567890123"
-# is how people write it, and over-masking is the safe side.
-_ACCOUNT_CONTEXT = re.compile(
+# Context words (lowercase), searched case-insensitively in a short window
+# around a number (see _near). Short bank names are included on purpose:
+# "국민 1234567890123" is how people write it, and over-masking is the safe side.
+_Label = tuple[re.Pattern[str], re.Pattern[str]]
+# Every character whose lowercase is or contains an ASCII letter (A-Z, the
+# dotted capital I, the Kelvin sign), as one-character alternatives: all
+# alternatives then start with a literal, which `re` scans for fastest
+# (IGNORECASE, or a character class, makes the search several times slower).
+_UPPER_ALTERNATIVES = "|".join([*map(chr, range(0x41, 0x5B)), "\u0130", "\u212a"])
+
+
+def _label(words: str) -> _Label:
+    """(words or any character that lowercases to ASCII, the words alone)."""
+    return re.compile(f"{words}|{_UPPER_ALTERNATIVES}"), re.compile(words)
+
+
+_ACCOUNT_CONTEXT = _label(
     "계좌|입금|송금|이체|환불|예금|통장|은행|뱅크|국민|신한|우리|하나|농협|기업|카카오|토스|"
     "우체국|새마을|신협|수협|축협|account|acct|a/c|bank|iban"
 )
-_BUSINESS_CONTEXT = re.compile("사업자|business|brn")
-# Characters whose lowercase is (or contains) an ASCII letter: A-Z, the dotted
-# capital I and the Kelvin sign.
-_CASED = re.compile("[A-Z\u0130\u212a]")
-_LICENSE_LABEL = re.compile("면허|licen[cs]e|driver")
+_BUSINESS_CONTEXT = _label("사업자|business|brn")
+_LICENSE_LABEL = _label("면허|licen[cs]e|driver")
 _AMOUNT_AFTER = re.compile(r"[ \t]*(?:원|won|krw)", re.IGNORECASE)
 
 # Group lengths of well-known bank layouts (higher confidence).
@@ -357,7 +400,7 @@ _RRN_WEIGHT_SUM = sum(_RRN_WEIGHTS)
 
 # Account words that name an account or a transfer (not just a bank): next
 # to one of these, even a valid YYYYMMDDhhmmss run is masked as an account.
-_EXPLICIT_ACCOUNT = re.compile("계좌|입금|송금|이체|통장|account|acct|a/c|iban")
+_EXPLICIT_ACCOUNT = _label("계좌|입금|송금|이체|통장|account|acct|a/c|iban")
 
 # Hex tokens (UUIDs, hashes, hex ids) are opaque: no numeric detection may
 # start or end inside one. A hex token is a run of [0-9A-Fa-f-] in which a hex
@@ -370,6 +413,16 @@ _HEX_RUN = re.compile(r"[0-9A-Fa-f-]+", re.ASCII)
 _HEX_GLUE = re.compile(r"[A-Fa-f][0-9]|[0-9][A-Fa-f]", re.ASCII)
 _UUID = re.compile(r"[0-9A-Fa-f]{8}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{12}", re.ASCII)
 _UUID_CELL = re.compile(rf"{_UUID.pattern}|\{{{_UUID.pattern}\}}", re.ASCII)
+# A cell that is one date or timestamp: 2024-01-15, 2024.01.15, 2024-01-15
+# 12:34[:56[.123456]][Z|+09:00], 2024-01-15T12:34:56, 20240115123456. Such a
+# cell holds nothing (the date has 8 digits, the rest are short groups; a
+# fraction of 7+ digits, which could hold a number, is not taken here).
+_DATE_CELL = re.compile(
+    r"(?:19|20)[0-9][0-9]([-./])[0-9][0-9]\1[0-9][0-9]"
+    r"(?:[T ][0-9][0-9]:[0-9][0-9](?::[0-9][0-9](?:\.[0-9]{1,6})?)?(?:Z|[+-][0-9][0-9]:?[0-9][0-9])?)?"
+    r"|(?:19|20)[0-9]{12}",
+    re.ASCII,
+)
 
 # ==========================================================================
 # Validators
@@ -426,19 +479,30 @@ def _is_full_timestamp(groups: list[str]) -> bool:
     )
 
 
-def _near(label: re.Pattern[str], text: str, start: int, end: int, before: int, after: int = 0) -> bool:
+# Per detect() call: [text, hex token spans (None until needed)].
+_Context = list
+
+
+def _context(text: str) -> _Context:
+    return [text, None]
+
+
+def _near(label: _Label, ctx: _Context, start: int, end: int, before: int, after: int = 0) -> bool:
     """Does `label` occur within `before` chars before the span (or `after` chars after it)?
 
     Searched in one window, span included: the span holds only digits and
     separators, which no label contains, so a hit lies wholly before or after
-    it. Labels are lowercase: the window is lowercased only if it has a
-    character that lowercases to ASCII (rare next to a number, and a slice
-    plus lower() costs more than the search)."""
+    it. Case-insensitive: the window is lowercased (a slice and lower() cost
+    more than the search) only when it holds a character that lowercases to
+    an ASCII letter, which the first search stops at."""
     lo = max(0, start - before)
     hi = end + after
-    if label.search(text, lo, hi) is not None:
-        return True
-    return _CASED.search(text, lo, hi) is not None and label.search(text[lo:hi].lower()) is not None
+    m = label[0].search(ctx[0], lo, hi)
+    if m is None:
+        return False
+    if m.end() - m.start() > 1:
+        return True  # a word (every word has 2+ characters)
+    return label[1].search(ctx[0][lo:hi].lower()) is not None
 
 
 def _opaque_runs(text: str) -> list[tuple[int, int]]:
@@ -494,62 +558,67 @@ def _phone_confidence(value: str, business: bool) -> float:
     return 0.75 if value.isdigit() else 0.9  # a bare landline looks like an ID more often
 
 
-def _chain_candidate(text: str, start: int, end: int, taken: int) -> _Candidate | None:
+def _chain_candidate(text: str, start: int, end: int, taken: int, ctx: _Context) -> _Candidate | None:
     """Classify a hyphen/dot digit chain that no stronger rule (phone, RRN, card) covers."""
     if end <= taken:
         return None
     value = text[start:end]
-    groups = [value] if value.isdigit() else _DIGIT_GROUP.findall(value)
-    if len(groups) == 1:
-        n_digits = len(groups[0])
+    if value.isdigit():
+        n_digits = end - start
         if n_digits < 10 or n_digits > 16:
             return None
-        if n_digits in (10, 12) and _near(_LICENSE_LABEL, text, start, end, 25):
+        if (n_digits == 10 or n_digits == 12) and _near(_LICENSE_LABEL, ctx, start, end, 25):
             return _LICENCE, start, end, 0.9
-        if _account_word_near(text, start, end, groups, n_digits):
+        if _account_word_near(text, start, end, [value], n_digits, ctx):
             return _ACCOUNT, start, end, 0.7
         return None
+    groups = value.split("-")
+    hyphens_only = "".join(groups).isdigit()
+    if not hyphens_only:
+        groups = _DIGIT_GROUP.findall(value)
     layout = tuple(map(len, groups))
     n_digits = sum(layout)
     if n_digits < 10:
         return None
-    if layout in _LICENCE_LAYOUTS and _near(_LICENSE_LABEL, text, start, end, 25):
+    if layout in _LICENCE_LAYOUTS and _near(_LICENSE_LABEL, ctx, start, end, 25):
         # 25 chars: room for "운전면허번호: 서울 " between the label and the digits.
         return _LICENCE, start, end, 0.9
-    if _is_bank_layout(text, start, end, groups, layout, n_digits):
+    # 3-4 groups joined by hyphens, 10-14 digits: an account even without
+    # context. Two groups are ranges and serials (10000-20000, 2024-000123);
+    # 3-2-5 is a business registration number (a company, not a person).
+    if (
+        3 <= len(layout) <= 4
+        and n_digits <= 14
+        and 2 <= layout[0] <= 6
+        and max(layout) <= 7
+        and layout != (3, 2, 5)
+        and (hyphens_only or "." not in value)
+        and not _starts_with_date(groups)
+    ):
         return _ACCOUNT, start, end, (0.85 if layout in _BANK_LAYOUTS else 0.6)
-    if n_digits <= 16 and _account_word_near(text, start, end, groups, n_digits):
+    if n_digits <= 16 and _account_word_near(text, start, end, groups, n_digits, ctx):
         return _ACCOUNT, start, end, 0.7
     return None
 
 
-def _is_bank_layout(text: str, start: int, end: int, groups: list[str], layout: tuple[int, ...], n: int) -> bool:
-    """3-4 hyphenated groups, 10-14 digits: an account even without context."""
-    if not (3 <= len(layout) <= 4 and 10 <= n <= 14 and 2 <= layout[0] <= 6 and max(layout) <= 7):
-        return False  # two groups: ranges and serials (10000-20000, 2024-000123)
-    if layout == (3, 2, 5):  # business registration number: a company, not a person
-        return False
-    return "." not in text[start:end] and not _starts_with_date(groups)
-
-
-def _account_word_near(text: str, start: int, end: int, groups: list[str], n_digits: int) -> bool:
+def _account_word_near(text: str, start: int, end: int, groups: list[str], n_digits: int, ctx: _Context) -> bool:
     """Any 10-16 digit run is an account when an account word is near (but not 1234567890원).
 
     Over-masking is the safe side: a run that starts like a date is still an
     account here (``입금계좌 198410248408``). Only a full, valid timestamp
     (YYYYMMDDhhmmss) is let go, and only when the nearby word is a bank name
     rather than an explicit account word (계좌, 입금, account, ...)."""
-    if not _near(_ACCOUNT_CONTEXT, text, start, end, 20, 10) or _AMOUNT_AFTER.match(text, end):
+    if not _near(_ACCOUNT_CONTEXT, ctx, start, end, 20, 10) or _AMOUNT_AFTER.match(text, end):
         return False
-    if _is_full_timestamp(groups) and not _near(_EXPLICIT_ACCOUNT, text, start, end, 20, 10):
+    if _is_full_timestamp(groups) and not _near(_EXPLICIT_ACCOUNT, ctx, start, end, 20, 10):
         return False
     # 123-45-67890 next to 사업자 stays a business registration number.
-    return not (len(groups) == 3 and n_digits == 10 and _near(_BUSINESS_CONTEXT, text, start, end, 25, 10))
+    return not (len(groups) == 3 and n_digits == 10 and _near(_BUSINESS_CONTEXT, ctx, start, end, 25, 10))
 
 
-def _spaced_account(text: str, start: int, end: int) -> bool:
+def _spaced_account(text: str, start: int, end: int, ctx: _Context) -> bool:
     groups = _DIGIT_GROUP.findall(text, start, end)
-    return 10 <= sum(len(g) for g in groups) <= 14 and _account_word_near(text, start, end, groups, 0)
+    return 10 <= sum(len(g) for g in groups) <= 14 and _account_word_near(text, start, end, groups, 0, ctx)
 
 
 # ==========================================================================
@@ -561,7 +630,7 @@ def _spaced_account(text: str, start: int, end: int) -> bool:
 _PHONE_START = frozenset("0(+81")
 
 
-def _whole_region(text: str, start: int, end: int) -> _Candidate | None:
+def _whole_region(text: str, start: int, end: int, ctx: _Context) -> _Candidate | None:
     """Fast path: is text[start:end] exactly one value (the usual DB cell)?
 
     The order is free: a whole phone (<= 12 digits) is never a whole RRN or
@@ -569,7 +638,7 @@ def _whole_region(text: str, start: int, end: int) -> _Candidate | None:
     they are the most common.
     """
     first = text[start]
-    if first == "0" and (m := _DOMESTIC_RX.match(text, start)) is not None:
+    if first == "0" and (m := _PLAIN_PHONE_RX.fullmatch(text, start, end) or _DOMESTIC_RX.match(text, start)):
         if m.end() == end:
             return _PHONE, start, end, (0.95 if text.startswith("01", start) else 0.75 if m.group().isdigit() else 0.9)
     elif first in _PHONE_START:
@@ -578,25 +647,31 @@ def _whole_region(text: str, start: int, end: int) -> _Candidate | None:
             if m.group("biz"):
                 return _PHONE, start, end, 0.6
             return _PHONE, start, end, _phone_confidence(m.group(), False)
-    if end - start >= 13:
-        # A bare run is an RRN only with 13 digits, and a card only when it
-        # starts like one (see _card_confidence): skip the regexes otherwise.
+    length = end - start
+    if length >= 13:
+        # Skip the regexes that cannot match: an RRN is 13 digits, bare or
+        # with a separator after the 6th; a card has a separator after the
+        # 4th digit, or is bare and starts like a card (see _card_confidence).
         bare = text[start:end].isdigit()
-        if not bare or end - start == 13:
+        if (length == 13 and bare) or (length <= 16 and text[start + 6] in " \t-"):
             m = _RRN_RX.match(text, start)
             if m is not None and m.end() == end and (hit := _rrn_candidate(m.group())):
                 return hit[0], start, end, hit[1]
-        if not bare or first in "34569" or "22" <= text[start : start + 2] <= "27":
+        if bare:
+            card_like = first in "34569" or "22" <= text[start : start + 2] <= "27"
+        else:
+            card_like = text[start + 4] in " \t-"
+        if card_like:
             m = _CARD_RX.match(text, start)
             if m is not None and m.end() == end and (conf := _card_confidence(m.group())) is not None:
                 return _CARD, start, end, conf
     m = _CHAIN_RX.match(text, start)
     if m is not None and m.end() == end:
-        return _chain_candidate(text, start, end, start)
+        return _chain_candidate(text, start, end, start, ctx)
     return None
 
 
-def _scan_region(text: str, lo: int, hi: int, out: list[_Candidate]) -> None:
+def _scan_region(text: str, lo: int, hi: int, out: list[_Candidate], ctx: _Context) -> None:
     """Collect every numeric candidate in text[lo:hi] (lookbehinds still see before `lo`)."""
     for m in _MASTER.finditer(text, lo, hi):
         start = m.start()
@@ -616,26 +691,16 @@ def _scan_region(text: str, lo: int, hi: int, out: list[_Candidate]) -> None:
         if phone:
             taken = max(taken, start + len(phone))
             out.append((_PHONE, start, start + len(phone), _phone_confidence(phone, bool(m.group("biz")))))
-        if chain and (hit := _chain_candidate(text, start, start + len(chain), taken)):
+        if chain and (hit := _chain_candidate(text, start, start + len(chain), taken, ctx)):
             taken = hit[2]
             out.append(hit)
-        if spaced and start + len(spaced) > taken and _spaced_account(text, start, start + len(spaced)):
+        if spaced and start + len(spaced) > taken and _spaced_account(text, start, start + len(spaced), ctx):
             out.append((_ACCOUNT, start, start + len(spaced), 0.7))
 
 
-def _hex_runs(text: str, cache: list) -> list[tuple[int, int]]:
-    runs = cache[0]
-    if runs is None:
-        runs = cache[0] = _opaque_runs(text)
-    return runs
-
-
-def _find_numbers(text: str, start: int, end: int, out: list[_Candidate], hex_cache: list) -> None:
-    """Candidates in one stage-1 region text[start:end].
-
-    `hex_cache` is a one-item list caching _opaque_runs(text) for this text
-    (None until some region needs it)."""
-    if text.startswith(":", end):
+def _find_numbers(text: str, start: int, end: int, out: list[_Candidate], ctx: _Context) -> None:
+    """Candidates in one stage-1 region text[start:end]."""
+    if text[end : end + 1] == ":":
         # "2024-01-15 12:34": a 1-2 digit hour is not part of the number before it.
         space = text.rfind(" ", start, end)
         if space > start and end - space <= 3:
@@ -643,15 +708,17 @@ def _find_numbers(text: str, start: int, end: int, out: list[_Candidate], hex_ca
     region = text[start:end]
     # Upper bound of the digit count: every format has 9+ digits except
     # 15xx-xxxx business numbers (8). Dates (8 digits) stop here.
-    n_digits = len(region)
+    n_digits = end - start
     bare = region.isdigit()
     if not bare:
         n_digits -= region.count("-") + region.count(" ") + region.count(".")
-    if n_digits < 9 and not (n_digits == 8 and region[0] == "1"):
+        if n_digits < 9 and not (n_digits == 8 and region[0] == "1"):
+            return
+    elif n_digits < 9:
         return
     # A "+" or "(" just before belongs to a phone: "+82 10-...", "(02)123-4567".
     lead = start - 1 if start and text[start - 1] in "+(" else start
-    hit = (lead < start and _whole_region(text, lead, end)) or _whole_region(text, start, end)
+    hit = (lead < start and _whole_region(text, lead, end, ctx)) or _whole_region(text, start, end, ctx)
     # Without a whole value: in a plain hyphen/dot chain, a candidate can only
     # be a phone starting at a phone-like group (later groups never start a
     # chain, see _CHAIN_BEFORE), or an RRN/card, which needs 13+ digits and so
@@ -674,9 +741,9 @@ def _find_numbers(text: str, start: int, end: int, out: list[_Candidate], hex_ca
         or text[end : end + 1] in _HEX_CHARS
         or (end - start >= 36 and _UUID.search(text, start, end) is not None)
     ):
-        runs = hex_cache[0]
+        runs = ctx[1]
         if runs is None:
-            runs = hex_cache[0] = _opaque_runs(text)
+            runs = ctx[1] = _opaque_runs(text)
         for s, e in runs:
             if s <= start and end <= e:
                 return  # wholly inside one: "9a65bf25-1897-4809-...", "...-cf0532182727"
@@ -688,10 +755,10 @@ def _find_numbers(text: str, start: int, end: int, out: list[_Candidate], hex_ca
             return
     # 2 chars before for "+ 82" / "(02", 3 after for the trailing guards.
     if not runs:
-        _scan_region(text, max(0, start - 2), min(len(text), end + 3), out)
+        _scan_region(text, max(0, start - 2), min(len(text), end + 3), out, ctx)
         return
     found: list[_Candidate] = []
-    _scan_region(text, max(0, start - 2), min(len(text), end + 3), found)
+    _scan_region(text, max(0, start - 2), min(len(text), end + 3), found, ctx)
     out.extend(c for c in found if not _overlaps(runs, c[1], c[2]))
 
 
@@ -744,6 +811,24 @@ def _resolve(candidates: list[_Candidate]) -> list[_Candidate]:
 # ==========================================================================
 
 
+def _find_all_numbers(scan: str, region: re.Match[str], stage1: re.Pattern[str], found: list[_Candidate]) -> bool:
+    """Candidates of `region` and every later stage-1 region of `scan`.
+
+    With _STAGE1_RAW, stops at a foldable character and returns False: the
+    text must be folded and searched again."""
+    ctx = _context(scan)
+    # Room left for another match: a region has 9+ characters, a foldable 1.
+    room = 9 if stage1 is _STAGE1 else 1
+    last = len(scan) - room
+    while True:
+        start, end = region.span()
+        if end - start == 1:
+            return False
+        _find_numbers(scan, start, end, found, ctx)
+        if end > last or (region := stage1.search(scan, end)) is None:
+            return True
+
+
 def detect_spans(text: str) -> list[_Candidate]:
     """detect() as plain tuples ``(kind id, start, end, confidence)``, for hot paths.
 
@@ -752,52 +837,53 @@ def detect_spans(text: str) -> list[_Candidate]:
     n = len(text)
     if n < 6:
         return []  # the shortest value is an e-mail like a@b.kr; numbers need 9+ chars
-    scan = text
     if text.isascii():
         # Whole cells first: one value that starts like a phone (or a 2000s
-        # RRN), then a UUID (an opaque token). _whole_region(text, 0, n) is
-        # what the general path below would find for such a cell.
-        if text[0] in "0(+" and (hit := _whole_region(text, 0, n)) is not None:
+        # RRN), then a UUID (an opaque token) or a date/timestamp (nothing).
+        # The general path below finds the same for such cells, only later.
+        if text[0] in "0(+" and (hit := _whole_region(text, 0, n, [text, None])) is not None:
             return [hit]
         if (n == 36 or n == 38) and _UUID_CELL.fullmatch(text):
             return []
+        if (n == 14 or (n >= 10 and text[4] in "-./")) and _DATE_CELL.fullmatch(text):
+            return []
         region = _STAGE1.search(text)
         if region is None:
-            if "@" not in text and "assport" not in text and "ASSPORT" not in text:
-                return []  # the common case: names, amounts, dates, times, codes, plain text
-            regions: list[tuple[int, int]] = []
+            if "@" not in text:
+                if "assport" not in text and "ASSPORT" not in text:
+                    return []  # the common case: names, amounts, times, codes, plain text
+            elif _EMAIL_CELL.fullmatch(text):
+                return [(_EMAIL, 0, n, 0.99)]  # the cell is one address
+            found: list[_Candidate] = []
         else:
-            end = region.end()
-            regions = [region.span()]
-            while end + 9 <= n and (region := _STAGE1.search(text, end)) is not None:
-                regions.append(region.span())
-                end = region.end()
+            if region.end() == n and region.start() == 0 and (hit := _whole_region(text, 0, n, [text, None])):
+                return [hit]  # the cell is one value (what _find_numbers would find first)
+            found = []
+            _find_all_numbers(text, region, _STAGE1, found)
+        scan = text
+        passport = "assport" in text or "ASSPORT" in text
     else:
         region = _STAGE1_RAW.search(text)
         if region is None:
             if "@" not in text and "여권" not in text and "assport" not in text and "ASSPORT" not in text:
                 return []  # names, addresses, amounts, memos without numbers
-            regions = []
+            found = []
+            scan = text
         else:
-            regions = []
-            while region is not None:
-                start, end = region.span()
-                if end - start == 1:  # a foldable character (a region has 9+)
-                    scan = text.translate(_FOLD)
-                    regions = [region.span() for region in _STAGE1.finditer(scan)]
-                    break
-                regions.append((start, end))
-                region = _STAGE1_RAW.search(text, end)
-
-    found: list[_Candidate] = []
+            found = []
+            scan = text
+            if not _find_all_numbers(text, region, _STAGE1_RAW, found):
+                # Full-width digits, dashes, letters: fold them (offsets stay) and start over.
+                scan = text.translate(_FOLD)
+                found = []
+                region = _STAGE1.search(scan)
+                if region is not None:
+                    _find_all_numbers(scan, region, _STAGE1, found)
+        passport = "여권" in scan or "assport" in scan or "ASSPORT" in scan
     if "@" in scan:
         _find_emails(scan, found)
-    if "assport" in scan or "여권" in scan or "ASSPORT" in scan:
+    if passport:
         _find_passports(scan, found)
-    if regions:
-        hex_cache = [None]
-        for start, end in regions:
-            _find_numbers(scan, start, end, found, hex_cache)
     if len(found) < 2:
         return found
     return _resolve(found)
@@ -834,11 +920,8 @@ def _ascii_digits(value: str) -> str:
 
 
 def _normalise_phone(value: str) -> str:
-    if value.isascii():
-        digits = value.replace("-", "").replace(" ", "")
-        if not digits.isdigit():
-            digits = _NON_DIGIT.sub("", digits)
-    else:
+    digits = value.replace("-", "")
+    if not (digits.isdigit() and digits.isascii()):  # spaces, dots, "(02)", "+82", full-width
         digits = _ascii_digits(value)
     if not digits.startswith(("0082", "82")):
         return digits  # the usual case: a domestic number

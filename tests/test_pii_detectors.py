@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+import uuid
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -240,6 +241,18 @@ ACCOUNTS = [
     ("입금 1234567890 2024-01-15", "1234567890"),
     ("국민은행 계좌 123-45-67890", "123-45-67890"),  # 3-2-5 with an account word: an account
     ("농협 1234-56-789012", "1234-56-789012"),
+    # Account numbers whose first 8 digits form a date (bench/mask.py seed 20240315
+    # leaked the first one): next to an account word they are accounts, not timestamps.
+    ("VIP 고객, 사은품 동봉할 것. 택배사 CJ대한통운으로 이관. 입금계좌 198410248408 확인 후 출고.", "198410248408"),
+    ("입금계좌 198410248408 확인", "198410248408"),
+    ("입금계좌 20230506679710 확인", "20230506679710"),  # 2023-05-06, then "67:97:10"
+    ("환불계좌 2024011512 로", "2024011512"),
+    ("국민 202401151230 (예금주 홍길동)", "202401151230"),  # YYYYMMDDhhmm is not unambiguous
+    ("신한은행 20240115123 입금 확인", "20240115123"),
+    ("입금 20240115123000 부탁", "20240115123000"),  # a valid timestamp, but an explicit account word
+    ("account 20240115123000", "20240115123000"),
+    ("계좌 2024-01-15-0001", "2024-01-15-0001"),  # date-based chain next to an account word
+    ("계좌 2024 01 15 1234", "2024 01 15 1234"),  # spaced groups that start with a date
 ]
 
 
@@ -276,6 +289,30 @@ LICENCES = [
 @pytest.mark.parametrize(("text", "value"), LICENCES)
 def test_driver_licences_next_to_a_label(text: str, value: str) -> None:
     assert found(text) == [(K.DRIVER_LICENSE, value)]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "은행 영업일 20240115123000",  # a full, valid timestamp next to a bank name only
+        "국민 20240115235959 처리",
+        "하나 19991231000000",
+    ],
+)
+def test_full_timestamp_next_to_a_bank_name_is_not_an_account(text: str) -> None:
+    assert found(text) == []
+
+
+def test_date_like_account_numbers_from_the_benchmark_are_masked() -> None:
+    # bench/mask.py plants "입금계좌 {10, 12 or 14 random digits} 확인 후 출고."; the
+    # digits start like a date often enough (198410248408 leaked). Every date
+    # prefix must still be masked.
+    for prefix in ("19841024", "20230506", "20240229", "19991231", "20000101"):
+        for tail in ("84", "8408", "679710"):
+            value = prefix + tail
+            text = f"입금계좌 {value} 확인 후 출고."
+            assert found(text) == [(K.ACCOUNT, value)], text
+            assert value not in mask_text(text, lambda d: "[X]")
 
 
 def test_several_values_in_one_memo() -> None:
@@ -334,6 +371,20 @@ UNTOUCHED = [
     "550e8400-e29b-41d4-a716-446655440000",
     "123e4567-e89b-12d3-a456-426614174000",
     "12345678-1234-1234-1234-123456789012",
+    # UUIDs the benchmark found mangled (a phone/business number inside them)
+    "bc65c055-1791-4871-9f3a-2d1e0c5b6a79",
+    "9a65bf25-1897-4809-8e2b-5d0c8f3a1b2c",
+    "3f2b1c4d-5e6f-4a7b-8c9d-cf0532182727",
+    "{BC65C055-1791-4871-9F3A-CF0532182727}",
+    "BC65C055-1791-4871-9F3A-CF0532182727",
+    "주문 bc65c055-1791-4871-9f3a-cf0532182727 확인",
+    "계좌 12345678-1234-1234-1234-123456789012",  # an all-digit UUID, even next to an account word
+    "uuid=9a65bf25-1897-4809-8e2b-5d0c8f3a1b2c,",
+    # other hex ids: a hex letter glued to the digits
+    "cf0532182727",
+    "0532182727cafe",
+    "sha a3f05321827270b9",
+    "id 1a-010-1234-5678",
     "192.168.0.1",
     "10.0.0.1 255.255.255.255",
     "2001:0db8:85a3:0000:0000:8a2e:0370:7334",
@@ -411,6 +462,51 @@ def test_digit_boundaries(text: str, kind: PiiKind) -> None:
 
 def test_date_next_to_phone_only_masks_phone() -> None:
     assert found("2024-01-15 010-1234-5678") == [(K.PHONE, "010-1234-5678")]
+
+
+# --------------------------------------------------------------------------
+# Hex tokens (UUIDs, hashes) are opaque
+# --------------------------------------------------------------------------
+
+
+def test_values_next_to_a_uuid_are_still_found() -> None:
+    text = "주문 bc65c055-1791-4871-9f3a-cf0532182727 고객 010-1234-5678, 계좌 110-123-456789"
+    assert found(text) == [(K.PHONE, "010-1234-5678"), (K.ACCOUNT, "110-123-456789")]
+    assert found("{12345678-1234-1234-1234-123456789012} 900101-1234568") == [(K.RRN, "900101-1234568")]
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("Tel-010-1234-5678", "010-1234-5678"),  # letters, but no hex letter touching a digit
+        ("Code-010-1234-5678", "010-1234-5678"),
+        ("a1 010-1234-5678", "010-1234-5678"),  # the hex token ends at the space
+        ("fax.010.1234.5678", "010.1234.5678"),
+        ("xyz010-1234-5678", "010-1234-5678"),  # letters glued, but not hex letters
+    ],
+)
+def test_phones_near_letters_are_not_hex_tokens(text: str, value: str) -> None:
+    assert found(text) == [(K.PHONE, value)]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "ab010-1234-5678",  # a hex letter touches the digits: a hex id
+        "010-1234-5678af",
+        "f00d-010-1234-5678",
+        "c0ffee-4556-7890-1234-5672",
+    ],
+)
+def test_numbers_inside_hex_tokens_are_left_alone(text: str) -> None:
+    assert found(text) == []
+
+
+def test_random_uuid4_strings_are_never_altered() -> None:
+    for _ in range(3000):
+        u = uuid.uuid4()
+        for text in (str(u), str(u).upper(), f"주문 {u} 확인 후 출고", f"요청ID:{str(u).upper()}입니다"):
+            assert mask_text(text, lambda d: "[X]") == text, text
 
 
 # --------------------------------------------------------------------------
@@ -670,18 +766,27 @@ def test_never_raises_on_arbitrary_text(text: str) -> None:
 
 
 class _NeverMatches:
-    def fullmatch(self, text: str) -> None:
+    def fullmatch(self, *args: object) -> None:
         return None
 
 
+_FAST_PATHS = ("_PLAIN_CHAIN", "_UUID_CELL", "_DATE_CELL", "_EMAIL_CELL")
+
+
 def _detect_with_full_scan(text: str) -> list[Detection]:
-    """detect() with both fast paths (whole-region match, plain-chain skip) switched off."""
-    whole, plain = pii._whole_region, pii._PLAIN_CHAIN
-    pii._whole_region, pii._PLAIN_CHAIN = (lambda *args: None), _NeverMatches()  # type: ignore[assignment]
+    """detect() with the fast paths switched off: whole-region match (and the
+    whole-cell phone and region shortcuts that use it), plain-chain skip, and
+    the whole-cell UUID, date and e-mail shortcuts."""
+    saved = [pii._whole_region, *(getattr(pii, name) for name in _FAST_PATHS)]
+    pii._whole_region = lambda *args: None  # type: ignore[assignment]
+    for name in _FAST_PATHS:
+        setattr(pii, name, _NeverMatches())
     try:
         return detect(text)
     finally:
-        pii._whole_region, pii._PLAIN_CHAIN = whole, plain
+        pii._whole_region = saved[0]
+        for name, value in zip(_FAST_PATHS, saved[1:], strict=True):
+            setattr(pii, name, value)
 
 
 PIECES = [
@@ -689,6 +794,9 @@ PIECES = [
     *("123456-01-234567", "110-123-456789", "3333-01-1234567", "1588-1234", "2024-01-15", "12:34", "ORD-"),
     *("계좌 ", "면허 ", "사업자 ", "123-45-67890", "1234567890", "11-12-345678-90", "4111111111111111", "원"),
     *(" ", "-", ".", "(", ")", "+", "0", "1", "82", "9", "a", "가", "\n", ":", "0505", "00", "a@b.kr"),
+    *("bc65c055-1791-4871-9f3a-cf0532182727", "{12345678-1234-1234-1234-123456789012}", "cf", "f", "e4"),
+    *("2024-01-15", "20240115123000", "19841024", "T12:34:56", ".123456", "kim.lee@naver.com", "@x.co.kr"),
+    *("입금", "계좌", "０１０", "－", "4556-7890-1234-5672", "900101 1234568", "+82 10-1234-5678"),
 ]
 
 
@@ -696,3 +804,76 @@ PIECES = [
 @given(st.lists(st.sampled_from(PIECES), max_size=8).map("".join))
 def test_fast_paths_agree_with_the_full_scan(text: str) -> None:
     assert detect(text) == _detect_with_full_scan(text)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "010-1234-5678",
+        "(02)123-4567",
+        "+82 10-1234-5678",
+        "050101-3234567",
+        "bc65c055-1791-4871-9f3a-cf0532182727",
+        "12345678-1234-1234-1234-123456789012",
+        "2024-01-15 12:34:56.123456",
+        "20240115123000",
+        "2024-01-15 12:34:56.1234567890123",  # a fraction too long for the date shortcut
+        "hong.gd@example.co.kr",
+        "01012345678@naver.com",
+        ".hong@x.com",
+        "a" * 65 + "@x.com",
+        "123456-01-234567",
+        "4556789012345672",
+        "9001011234568",
+    ],
+)
+def test_whole_cell_shortcuts_agree_with_the_full_scan(text: str) -> None:
+    assert detect(text) == _detect_with_full_scan(text)
+
+
+DIGIT_STRINGS = st.text(alphabet="0123456789", min_size=1, max_size=24)
+
+
+def _luhn_reference(digits: str) -> bool:
+    total = 0
+    for i, ch in enumerate(reversed(digits)):
+        d = int(ch) * (2 if i % 2 else 1)
+        total += d - 9 if d > 9 else d
+    return total % 10 == 0
+
+
+@FAST
+@given(DIGIT_STRINGS)
+def test_checksums_agree_with_the_textbook_definitions(digits: str) -> None:
+    assert pii._luhn_ok(digits) is _luhn_reference(digits)
+    if len(digits) >= 13:
+        weights = (2, 3, 4, 5, 6, 7, 8, 9, 2, 3, 4, 5)
+        total = sum(int(d) * w for d, w in zip(digits, weights, strict=False))
+        for foreigner, base in ((False, 11), (True, 13)):
+            assert pii._rrn_checksum_ok(digits, foreigner) is ((base - total % 11) % 10 == int(digits[12]))
+
+
+@FAST
+@given(st.text(alphabet="0123456789-. ()+", min_size=9, max_size=16))
+def test_plain_phone_shortcut_is_the_first_match_of_the_full_phone_pattern(text: str) -> None:
+    if pii._PLAIN_PHONE_RX.fullmatch(text):
+        m = pii._PHONE_RX.match(text)
+        assert m is not None and m.end() == len(text)
+
+
+UUID_FORMS = st.sampled_from([str, lambda u: str(u).upper(), lambda u: "{" + str(u) + "}", lambda u: u.hex])
+
+
+@FAST
+@given(
+    st.lists(st.builds(lambda bits: uuid.UUID(int=bits, version=4), st.integers(0, 2**128 - 1)), max_size=3),
+    st.lists(UUID_FORMS, min_size=3, max_size=3),
+    st.sampled_from(["", "주문번호 ", "id=", "(", "고객 010-1234-5678 ", "\n"]),
+    st.sampled_from(["", " 확인", ",", ") 처리 완료", " 계좌 110-123-456789"]),
+)
+def test_uuids_are_never_altered(uuids: list[uuid.UUID], forms: list, before: str, after: str) -> None:
+    spelled = [form(u) for u, form in zip(uuids, forms, strict=False)]
+    text = before + " / ".join(spelled) + after
+    masked = mask_text(text, lambda d: "[X]")
+    for value in spelled:
+        assert value in masked, (text, masked)
