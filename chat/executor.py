@@ -37,8 +37,8 @@ from governance.schema_analysis import classification_schema, mask_stats_record
 from governance.services import GovernanceError, db_connection_dsn
 from governance.sql_guard import analyse_sql
 from governance.sql_lineage import classify_outputs
-from governance.table_access import GrantScope, tables_not_granted
-from governance.visibility import collection_access, db_access
+from governance.table_access import tables_not_granted
+from governance.visibility import DbAccess, collection_access, db_access
 
 logger = logging.getLogger(__name__)
 
@@ -78,7 +78,7 @@ def _run_sql(ctx: TurnContext, raw_arguments: str) -> ToolResult:
     try:
         args = _parse_arguments(raw_arguments)
         sql = args.get("sql") if isinstance(args.get("sql"), str) else ""
-        connection, scope = _visible_connection(ctx, args.get("connection"))
+        connection, scope, revision = _visible_connection(ctx, args.get("connection"))
         if not sql.strip():
             raise _Refused("sql is empty")
         verdict = analyse_sql(sql, connection.sql_dialect)
@@ -138,7 +138,7 @@ def _run_sql(ctx: TurnContext, raw_arguments: str) -> ToolResult:
     # Then, in this order (seed 000): binary -> size marker, credentialed URLs
     # -> short references, personal data -> tokens, big results -> spill file.
     rows = [[shorten_credentialed_urls(sanitise_value(v)) for v in row] for row in result.rows]
-    rows = mask_sql_rows(ctx, connection, sql, result.columns, rows, vault)
+    rows = mask_sql_rows(ctx, connection, sql, result.columns, rows, vault, revision=revision)
     payload = {
         "connection": connection.name,
         "columns": result.columns,
@@ -155,10 +155,20 @@ def vault_for(ctx: TurnContext) -> Vault:
     return DbVault(ctx.conversation_id) if ctx.conversation_id else InMemoryVault()
 
 
-def mask_sql_rows(ctx, connection: DbConnection, sql: str, columns: list[str], rows: list, vault: Vault) -> list:
+def mask_sql_rows(
+    ctx,
+    connection: DbConnection,
+    sql: str,
+    columns: list[str],
+    rows: list,
+    vault: Vault,
+    *,
+    revision: str | None = None,
+) -> list:
     """Classified columns (via lineage) are masked whole; the detectors run over
-    every other string. Lineage failures mask more, never less."""
-    schema = classification_schema(connection=connection)
+    every other string. Lineage failures mask more, never less. `revision`:
+    the classification revision read with the grant (the schema cache key)."""
+    schema = classification_schema(connection=connection, revision=revision)
     outputs = aligned_outputs(classify_outputs(sql, connection.sql_dialect, schema, n_columns=len(columns)), columns)
     column_kinds = {o.index: o.pii_kind for o in outputs if o.pii_kind}
     if len(outputs) != len(columns):
@@ -272,7 +282,7 @@ def _unavailable(kind: str) -> str:
     return f"no {kind} of that name is available"
 
 
-def _visible_connection(ctx: TurnContext, name: Any) -> tuple[DbConnection, GrantScope]:
+def _visible_connection(ctx: TurnContext, name: Any) -> DbAccess:
     if not isinstance(name, str) or not name:
         raise _Refused("connection is required")
     access = db_access(user_id=ctx.user_id, tier=ctx.tier, connection_name=name)

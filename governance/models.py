@@ -306,6 +306,28 @@ class ColumnClassification(models.Model):
         return f"{self.connection}.{self.table_name}.{self.column_name}"
 
 
+class ClassificationRevision(models.Model):
+    """One row whose token changes, by database trigger, with every insert,
+    update or delete of any ColumnClassification (migration 0005).
+
+    The executor reads the token in the same query as the grant check and
+    keeps the analysed schema cached per (connection, token): an edit takes
+    effect on the next query without a classification query on every call.
+    Triggers, not signals, so bulk updates and direct SQL count too; a random
+    token, not a counter, so a rolled-back change can never make an old
+    token come back with other contents. No row (e.g. a flushed test
+    database) means "unknown": nothing is cached."""
+
+    token = models.CharField(max_length=64)
+
+    class Meta:
+        verbose_name = _("classification revision")
+        verbose_name_plural = _("classification revisions")
+
+    def __str__(self) -> str:
+        return self.token
+
+
 class MaskStat(models.Model):
     """How often values were masked, per column and kind and day, so an admin
     can spot an over-masked column and downgrade it."""

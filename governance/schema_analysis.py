@@ -225,8 +225,34 @@ def schema_analysis_run(*, connection_id: int) -> int:
     return schema_analysis_apply(connection=connection, results=analyse_connection(connection))
 
 
-def classification_schema(*, connection: DbConnection) -> dict[str, dict[str, str | None]]:
-    """The analysed schema for lineage: table -> column -> PII kind (or None)."""
+# (connection id, revision token) -> schema. Tokens never come back (see
+# ClassificationRevision), so an entry is either current or never hit again;
+# the bound only keeps dead entries from piling up.
+_SCHEMA_CACHE: dict[tuple[int, str], dict[str, dict[str, str | None]]] = {}
+_SCHEMA_CACHE_MAX = 256
+
+
+def classification_schema(*, connection: DbConnection, revision: str | None = None) -> dict[str, dict[str, str | None]]:
+    """The analysed schema for lineage: table -> column -> PII kind (or None).
+
+    `revision`: the ClassificationRevision token read together with the
+    connection (governance.visibility.db_access). With it, the schema is
+    cached per (connection, token) and the next edit, which changes the
+    token, takes effect on the next query. The returned dicts are shared:
+    callers must not change them."""
+    if not revision:
+        return _load_classification_schema(connection)
+    key = (connection.pk, revision)
+    schema = _SCHEMA_CACHE.get(key)
+    if schema is None:
+        schema = _load_classification_schema(connection)
+        if len(_SCHEMA_CACHE) >= _SCHEMA_CACHE_MAX:
+            _SCHEMA_CACHE.clear()
+        _SCHEMA_CACHE[key] = schema
+    return schema
+
+
+def _load_classification_schema(connection: DbConnection) -> dict[str, dict[str, str | None]]:
     schema: dict[str, dict[str, str | None]] = {}
     # In introspection order (rows are created in the table's column order),
     # which is the order `SELECT *` returns them in.

@@ -11,6 +11,9 @@ How it works:
    name shared with a CTE counts too). If none of them has a PII column,
    nothing can be derived from one: every output is "not PII" without
    further work (the common case stays cheap, well under a millisecond).
+   Likewise when the query never names a PII column, expands no star (other
+   than ``COUNT(*)``) and references no whole row (:func:`_may_reach_pii`):
+   ``SELECT city, count(*) FROM customers GROUP BY city`` needs no walk.
 2. Otherwise qualify the tree with sqlglot's optimizer (``*`` / ``t.*``
    expand, aliases resolve, every column gets its source alias) against a
    small schema of just the referenced tables, build the scope tree, and walk
@@ -329,6 +332,34 @@ class _SchemaIndex:
         return {(key, column): kind for key in keys for column, kind in self.columns(key).items() if kind}
 
 
+def _may_reach_pii(root: exp.Expr, pii_names: set[str]) -> bool:
+    """Could any value of a PII column reach the result? False only when the
+    tree (a) holds no identifier or bare word spelled like a PII column (any
+    case), (b) has no star outside ``COUNT(*)`` (``*`` and ``t.*`` expand to
+    every column), and (c) has no column reference spelled like a table,
+    table alias or derived-table alias (PostgreSQL's whole-row reference:
+    ``SELECT c FROM customers c``, ``row_to_json(c)``). A value travels only
+    through a name, a star or a whole row, so without all three none can;
+    every doubt answers True."""
+    relations: set[str] = set()
+    columns: list[str] = []
+    for node in root.walk():
+        if isinstance(node, (exp.Identifier, exp.Var)):
+            if node.name.lower() in pii_names:
+                return True
+        elif isinstance(node, exp.Star):
+            if not isinstance(node.parent, exp.Count):
+                return True
+        elif isinstance(node, exp.Table):
+            relations.add(node.name.lower())
+            relations.add(node.alias.lower())
+        elif isinstance(node, exp.TableAlias):
+            relations.add(node.name.lower())
+        if isinstance(node, exp.Column):
+            columns.append(node.name.lower())
+    return any(column in relations for column in columns)
+
+
 # A bare word of the SQL text, for finding referenced tables when parsing fails.
 _WORD = re.compile(r"[^\W\d][\w$]*")
 
@@ -369,10 +400,16 @@ class _Classifier:
             return self._fallback(f"not a query: {type(root).__name__}", None, None)
 
         referenced, tables = self._referenced_tables(root)
-        if not self.index.pii_columns(referenced):
+        pii = self.index.pii_columns(referenced)
+        if not pii:
             # Nothing the query reads is classified as personal data, so no
             # output can be derived from it: skip the (costly) lineage.
             return self._without_pii(root, "no referenced table has personal data")
+        if not _may_reach_pii(root, {column for _, column in pii}):
+            # The tables have personal data, but the query never names a PII
+            # column, expands a star or references a whole row: no output can
+            # carry such a value (the walk would only confirm it, at qualify's cost).
+            return self._without_pii(root, "no personal-data column is named in the query")
 
         names = self._original_names(root)
         try:

@@ -17,10 +17,12 @@ import json
 import logging
 from dataclasses import dataclass, field
 from functools import cache
+from typing import NamedTuple
 
+from django.conf import settings
 from django.db import connection as db
 
-from governance.models import DbConnection, DbGrant, DocumentCollection, Exposure, Role, Tier
+from governance.models import ClassificationRevision, DbConnection, DbGrant, DocumentCollection, Exposure, Role, Tier
 from governance.table_access import GrantScope
 
 logger = logging.getLogger(__name__)
@@ -87,12 +89,14 @@ def _grants_for(user_id: int):
 
 @cache
 def _access_sql() -> str:
-    """Grants of user %s on the connection named %s, with the connection's columns.
+    """Grants of user %s on the connection named %s, with the connection's
+    columns and the classification revision token (one round trip for all).
     Raw SQL: this runs on every tool call, and the ORM spent longer compiling
     the four-way join than the database spent running it (bench/executor.py)."""
     columns = ", ".join(f"c.{f.column}" for f in DbConnection._meta.concrete_fields)
+    revision = f"(SELECT r.token FROM {ClassificationRevision._meta.db_table} r WHERE r.id = 1)"
     return (
-        f"SELECT g.whole_database, g.tables, {columns}"
+        f"SELECT g.whole_database, g.tables, {revision}, {columns}"
         f" FROM {DbGrant._meta.db_table} g"
         f" JOIN {Role.users.through._meta.db_table} ru ON ru.role_id = g.role_id"
         f" JOIN {DbConnection._meta.db_table} c ON c.id = g.connection_id"
@@ -100,26 +104,51 @@ def _access_sql() -> str:
     )
 
 
+def _access_rows(user_id: int, connection_name: str) -> list[tuple]:
+    if db.vendor == "postgresql" and getattr(settings, "OWLAI_PREPARED_STATEMENTS", False):
+        # Django's cursors bind on the client and never prepare, so the
+        # server planned this join on every call (~0.35 ms, more than it took
+        # to run). A server-binding psycopg cursor on Django's own connection
+        # (same session, same transaction) prepares it once per connection.
+        import psycopg
+
+        db.ensure_connection()
+        with psycopg.Cursor(db.connection) as cursor:
+            cursor.execute(_access_sql(), [user_id, connection_name], prepare=True)
+            return cursor.fetchall()
+    with db.cursor() as cursor:
+        cursor.execute(_access_sql(), [user_id, connection_name])
+        return cursor.fetchall()
+
+
 @cache
 def _connection_field_names() -> tuple[str, ...]:
     return tuple(f.attname for f in DbConnection._meta.concrete_fields)
 
 
-def db_access(*, user_id: int, tier: str, connection_name: str) -> tuple[DbConnection, GrantScope] | None:
+class DbAccess(NamedTuple):
+    connection: DbConnection
+    scope: GrantScope
+    # ClassificationRevision token, read in the same query (None: unknown);
+    # the key under which the executor may reuse the analysed schema.
+    classification_revision: str | None
+
+
+def db_access(*, user_id: int, tier: str, connection_name: str) -> DbAccess | None:
     """The named connection and the user's merged grant on it, when this turn
     may use it; None otherwise (no such connection, no grant, or hidden from
     this tier: the caller must not tell these apart). Exceptions propagate:
     the executor refuses on them."""
-    with db.cursor() as cursor:
-        cursor.execute(_access_sql(), [user_id, connection_name])
-        rows = cursor.fetchall()
+    rows = _access_rows(user_id, connection_name)
     if not rows:
         return None
-    connection = DbConnection.from_db(db.alias, list(_connection_field_names()), rows[0][2:])
+    connection = DbConnection.from_db(db.alias, list(_connection_field_names()), rows[0][3:])
     if decide(tier=tier, exposure=connection.exposure, granted=True) is not Sight.ACCESSIBLE:
         return None
     scope = GrantScope.merge(((bool(whole), _table_list(tables)) for whole, tables, *_ in rows), connection.sql_dialect)
-    return (connection, scope) if scope is not None else None
+    if scope is None:
+        return None
+    return DbAccess(connection, scope, rows[0][2])
 
 
 def collection_access(*, user_id: int, tier: str, collection_name: str) -> DocumentCollection | None:

@@ -95,6 +95,15 @@ else:
         raise ImproperlyConfigured("DATABASE_URL must point at PostgreSQL (postgres://...)")
     DATABASES["default"]["CONN_MAX_AGE"] = env.int("DB_CONN_MAX_AGE", default=60)
     DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+    # The executor's per-call grant lookup runs as a server-side prepared
+    # statement (planning it cost more than running it). Django's own cursors
+    # bind on the client and never prepare whatever this says; the threshold
+    # only lets psycopg prepare what asks for it (prepare=True): None, Django's
+    # default, would refuse even that. Turn off behind a connection pooler
+    # that cannot keep prepared statements (PgBouncer < 1.21, transaction mode).
+    OWLAI_PREPARED_STATEMENTS = env.bool("OWLAI_PREPARED_STATEMENTS", default=True)
+    if OWLAI_PREPARED_STATEMENTS:
+        DATABASES["default"].setdefault("OPTIONS", {})["prepare_threshold"] = 2**31 - 1
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 

@@ -297,3 +297,92 @@ def test_no_lineage_at_all_masks_every_column(world, monkeypatch):
     )
     rows = json.loads(result.content)["rows"]
     assert all(cell.startswith("[") for row in rows for cell in row)
+
+
+# --- the analysed schema is cached per classification revision ---------------------
+
+
+def _run_sql(world, sql: str):
+    from chat.context import TurnContext
+    from chat.executor import execute_tool_call
+
+    ctx = TurnContext(
+        user_id=world["user"].pk,
+        username="agent",
+        tier="private",
+        model_name="m",
+        provider_name="p",
+        conversation_id=world.setdefault("conversation", conversation_create(owner=world["user"])).pk,
+        turn_id=1,
+    )
+    result = execute_tool_call(ctx, name="run_sql", arguments=json.dumps({"connection": "crm", "sql": sql}))
+    return json.loads(result.content)["rows"]
+
+
+def _classification_queries(queries) -> int:
+    return sum("governance_columnclassification" in q["sql"] for q in queries)
+
+
+def _revision() -> str | None:
+    from governance.models import ClassificationRevision
+
+    return ClassificationRevision.objects.filter(pk=1).values_list("token", flat=True).first()
+
+
+def test_every_kind_of_classification_change_gives_a_new_revision(world):
+    from django.db import connection
+
+    seen = {_revision()}
+    assert None not in seen
+    city = ColumnClassification.objects.get(connection=world["crm"], table_name="customers", column_name="city")
+    city.pii_kind = "address"
+    city.save()  # ORM save
+    seen.add(_revision())
+    ColumnClassification.objects.filter(pk=city.pk).update(pii_kind="")  # bulk update: no signals
+    seen.add(_revision())
+    with connection.cursor() as cursor:  # direct SQL
+        cursor.execute("UPDATE governance_columnclassification SET pii_kind = 'name' WHERE id = %s", [city.pk])
+    seen.add(_revision())
+    ColumnClassification.objects.create(
+        connection=world["crm"], table_name="extra", column_name="x", source="auto", state="suggested"
+    )
+    seen.add(_revision())
+    ColumnClassification.objects.filter(table_name="extra").delete()
+    seen.add(_revision())
+    assert len(seen) == 6 and None not in seen
+
+
+def test_schema_is_read_once_per_revision_and_an_edit_takes_effect_on_the_next_query(world, rf):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    sql = "SELECT city FROM customers WHERE id = 1"
+    assert _run_sql(world, sql) == [["서울"]]  # fills the cache for this revision
+    with CaptureQueriesContext(connection) as queries:
+        assert _run_sql(world, sql) == [["서울"]]
+    assert _classification_queries(queries.captured_queries) == 0  # served from the cache
+
+    city = ColumnClassification.objects.get(connection=world["crm"], table_name="customers", column_name="city")
+    request = rf.post("/")
+    request.user = world["user"]
+    column_classification_set(classification=city, pii_kind="address", request=request)
+    with CaptureQueriesContext(connection) as queries:
+        assert _run_sql(world, sql) == [["[주소-1]"]]  # the very next query masks it
+    assert _classification_queries(queries.captured_queries) == 1  # new revision: read again
+
+    ColumnClassification.objects.filter(pk=city.pk).update(pii_kind="")  # bulk downgrade
+    assert _run_sql(world, sql) == [["서울"]]
+
+
+def test_without_a_revision_row_the_schema_is_read_on_every_call(world):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from governance.models import ClassificationRevision
+
+    ClassificationRevision.objects.all().delete()  # e.g. a flushed database: nothing may be cached
+    sql = "SELECT name FROM customers WHERE id = 1"
+    for _ in range(2):
+        with CaptureQueriesContext(connection) as queries:
+            assert _run_sql(world, sql) == [["[이름-1]"]]
+        assert _classification_queries(queries.captured_queries) == 1

@@ -198,6 +198,10 @@ CASES: list[tuple[str, str, int, dict[int, str]]] = [
     (PG, "WITH customers AS (SELECT name FROM customers) SELECT * FROM customers", 1, {0: CUSTOMERS_DOUBT}),
     # more than one statement
     (PG, "SELECT city FROM customers; SELECT 1", 1, {0: CUSTOMERS_DOUBT}),
+    # PII tables read, no PII column named, no star, no whole row: nothing masked
+    (MY, "SELECT city, COUNT(*) FROM customers GROUP BY city", 2, {}),
+    (LITE, "SELECT c.grade, count(*) FROM customers c JOIN orders o ON o.customer_id = c.id GROUP BY c.grade", 2, {}),
+    (PG, "SELECT e.salary FROM employees e WHERE e.id IN (SELECT customer_id FROM orders)", 1, {}),
 ]
 
 
@@ -382,3 +386,55 @@ def test_engine_names_are_accepted() -> None:
 
 def test_severity_order_knows_every_kind() -> None:
     assert set(sql_lineage._SEVERITY) == {kind.value for kind in PiiKind}
+
+
+# --- the "no PII column named" shortcut ---------------------------------------------
+
+SHORTCUT_REASON = "no personal-data column is named in the query"
+
+
+def test_shortcut_agrees_with_the_full_walk_on_every_case(monkeypatch) -> None:
+    """Differential: every case of the table gives the same masked outputs
+    with the shortcut as with the full lineage walk."""
+    took_shortcut = 0
+    for dialect, sql, n_columns, expected in CASES:
+        outputs = classify_outputs(sql, dialect, SCHEMA, n_columns=n_columns)
+        took_shortcut += any(o.reason == SHORTCUT_REASON for o in outputs)
+        with monkeypatch.context() as patched:
+            patched.setattr(sql_lineage, "_may_reach_pii", lambda root, names: True)
+            walked = classify_outputs(sql, dialect, SCHEMA, n_columns=n_columns)
+        assert _masked(outputs) == _masked(walked) == expected, sql
+    assert took_shortcut >= 5  # the comparison is not vacuous
+
+
+@pytest.mark.parametrize(
+    ("sql", "n_columns", "expected"),
+    [
+        ("SELECT count(*) FROM customers", 1, {}),
+        ("SELECT city, count(*) AS n FROM customers WHERE city LIKE '서%' GROUP BY city", 2, {}),
+        ("SELECT c.city, sum(o.amount) FROM customers c JOIN orders o ON o.customer_id = c.id GROUP BY 1", 2, {}),
+    ],
+)
+def test_shortcut_taken_when_no_pii_column_is_named(sql: str, n_columns: int, expected: dict) -> None:
+    outputs = classify_outputs(sql, PG, SCHEMA, n_columns=n_columns)
+    assert _masked(outputs) == expected
+    assert all(o.reason == SHORTCUT_REASON for o in outputs)
+
+
+@pytest.mark.parametrize(
+    ("sql", "n_columns"),
+    [
+        ("SELECT c FROM customers c", 1),  # PostgreSQL whole-row reference
+        ("SELECT customers FROM customers", 1),
+        ("SELECT to_json(x) FROM (SELECT * FROM customers) x", 1),
+        ("SELECT x.* FROM customers x", 6),
+        ("SELECT row_to_json(c) FROM customers AS c WHERE c.city = '서울'", 1),
+        ("SELECT city FROM customers WHERE PHONE LIKE '010%'", 1),  # named (only in WHERE): walked
+        ('SELECT "Name" FROM customers', 1),
+    ],
+)
+def test_shortcut_not_taken_for_stars_whole_rows_and_named_pii(sql: str, n_columns: int) -> None:
+    outputs = classify_outputs(sql, PG, SCHEMA, n_columns=n_columns)
+    assert not any(o.reason == SHORTCUT_REASON for o in outputs), [o.reason for o in outputs]
+    if "WHERE PHONE" not in sql:
+        assert _masked(outputs), "every one of these outputs carries personal data"
