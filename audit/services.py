@@ -4,8 +4,12 @@ result it describes: no record, no result (fail closed)."""
 from __future__ import annotations
 
 import uuid
+from functools import cache
+
+from django.db import connection
 
 from audit.models import Origin, Outcome, ToolCallAudit
+from owlai import prepared
 
 
 class AuditWriteError(Exception):
@@ -41,7 +45,7 @@ def tool_call_audit_write(
         raise AuditWriteError(f"unknown outcome {outcome!r}")
     sql_text, truncated = truncate_sql(sql_text)
     try:
-        return ToolCallAudit.objects.create(
+        row = ToolCallAudit(
             actor_id=actor_id,
             actor_username=actor_username,
             tool=tool,
@@ -61,5 +65,38 @@ def tool_call_audit_write(
             turn_id=turn_id,
             duration_ms=duration_ms,
         )
+        _insert(row)
+        return row
     except Exception as exc:  # any failure to record means the caller must not proceed
         raise AuditWriteError(f"audit record could not be written: {exc.__class__.__name__}") from exc
+
+
+@cache
+def _insert_fields() -> tuple:
+    return tuple(f for f in ToolCallAudit._meta.concrete_fields if not f.primary_key)
+
+
+@cache
+def _insert_sql() -> str:
+    fields = _insert_fields()
+    return (
+        f"INSERT INTO {ToolCallAudit._meta.db_table} ({', '.join(f.column for f in fields)})"
+        f" VALUES ({', '.join(['%s'] * len(fields))}) RETURNING {ToolCallAudit._meta.pk.column}"
+    )
+
+
+def _insert(row: ToolCallAudit) -> None:
+    """INSERT one tool-call row (autocommit: durable when this returns).
+
+    On PostgreSQL a prepared statement: this runs on every tool call, and the
+    ORM's save path cost about as much as the database's own work. The values
+    still come from the model's fields (pre_save sets created_at,
+    get_db_prep_save adapts JSON, UUIDs and times), so the model stays the
+    one definition of the row."""
+    if not prepared.enabled():
+        row.save(force_insert=True)
+        return
+    values = [f.get_db_prep_save(f.pre_save(row, True), connection) for f in _insert_fields()]
+    (row.pk,) = prepared.fetchall(_insert_sql(), values)[0]
+    row._state.adding = False
+    row._state.db = connection.alias

@@ -18,6 +18,7 @@ import re
 import time
 import uuid
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +29,7 @@ from audit.services import tool_call_audit_write
 from chat.context import TurnContext
 from chat.db_exec import QueryError, execute_readonly
 from chat.document_search import search_collection
-from chat.masking import InMemoryVault, MaskCounts, Vault, mask_any, mask_rows, mask_string
+from chat.masking import InMemoryVault, MaskCounts, Vault, mask_any, mask_rows, mask_string, mask_with
 from chat.reidentify import reidentify_sql
 from chat.tools import RUN_SQL, SEARCH_DOCUMENTS
 from chat.vault import DbVault
@@ -179,7 +180,11 @@ def mask_sql_rows(
             column_kinds = dict.fromkeys(range(len(columns)), doubt)
     origins = {o.index: o.sources[0] for o in outputs if o.sources}
     counts = MaskCounts()
-    masked = mask_rows(rows, column_kinds=column_kinds, column_origins=origins, vault=vault, counts=counts)
+    masked = mask_with(
+        vault,
+        lambda v, c: mask_rows(rows, column_kinds=column_kinds, column_origins=origins, vault=v, counts=c),
+        counts,
+    )
     if counts:
         try:
             mask_stats_record(connection_id=connection.pk, counts=counts)
@@ -327,7 +332,10 @@ def _search_documents(ctx: TurnContext, raw_arguments: str) -> ToolResult:
     _audit_search(ctx, collection, Outcome.SUCCESS, "", started, row_count=len(hits))
     hits_payload = [{"title": h.title, "text": shorten_credentialed_urls(h.text)} for h in hits]
     counts = MaskCounts()
-    payload = {"collection": collection.name, "hits": mask_any(hits_payload, vault_for(ctx), counts)}
+    payload = {
+        "collection": collection.name,
+        "hits": mask_with(vault_for(ctx), partial(mask_any, hits_payload), counts),
+    }
     return ToolResult(content=spill_if_large(ctx, payload), outcome=Outcome.SUCCESS, row_count=len(hits))
 
 

@@ -98,6 +98,46 @@ class InMemoryVault:
         return originals[number - 1] if 1 <= number <= len(originals) else None
 
 
+class RecordingVault:
+    """Stands in for a vault in a first masking pass: records every (kind,
+    value) the pass asks a token for, so a database vault can resolve them
+    all at once (DbVault.prefetch) before the real pass."""
+
+    STAND_IN = "[?]"
+
+    def __init__(self) -> None:
+        self.requests: dict[tuple[str, str], None] = {}
+
+    def token_for(self, kind: str, value: str) -> str:
+        self.requests[(kind, value)] = None
+        return self.STAND_IN
+
+    def original_for(self, kind: str, number: int) -> str | None:
+        return None
+
+
+def mask_with(
+    vault: Vault, masking: Callable[[Vault, MaskCounts | None], Any], counts: MaskCounts | None = None
+) -> Any:
+    """Run `masking(vault, counts)` so that a vault with `prefetch` (the
+    database vault) is asked once for all values instead of once per value.
+
+    A first pass with a RecordingVault notes what would be tokenised. With
+    nothing to tokenise, its result is already the final one (no token was
+    put in it) and nothing was counted; otherwise the vault prefetches every
+    value and the real pass runs. The second detector pass is paid only by
+    results that hold personal data, and saves a query per value."""
+    prefetch = getattr(vault, "prefetch", None)
+    if prefetch is None:
+        return masking(vault, counts)
+    recording = RecordingVault()
+    first = masking(recording, None)
+    if not recording.requests:
+        return first
+    prefetch(recording.requests)
+    return masking(vault, counts)
+
+
 # Where a masked value came from, for the masking statistics:
 # (table, column) for a classified column, ("", "") for a detector hit in text.
 Origin = tuple[str, str]

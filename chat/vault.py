@@ -9,9 +9,11 @@ independently, so tokens cannot link a person across conversations.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import hmac
 import uuid
+from collections.abc import Iterable
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
@@ -22,10 +24,33 @@ from chat.models import VaultEntry
 from governance.field_crypto import SecretUnavailable, decrypt_text, encrypt_text
 
 
+@functools.cache
+def _digest_key(secret: str) -> bytes:
+    return hashlib.sha256(("owlai-vault-digest:" + secret).encode()).digest()
+
+
 def _digest(conversation_id: uuid.UUID, kind: str, value: str) -> str:
-    key = hashlib.sha256(("owlai-vault-digest:" + (settings.OWLAI_FIELD_KEY or settings.SECRET_KEY)).encode()).digest()
+    key = _digest_key(settings.OWLAI_FIELD_KEY or settings.SECRET_KEY)
     message = f"{conversation_id}\x00{kind}\x00{normalised_value(kind, value)}".encode()
     return hmac.new(key, message, hashlib.sha256).hexdigest()
+
+
+# Tokens known to be committed, by digest (which binds conversation, kind and
+# value), shared by every DbVault of this process: a token, once committed,
+# never changes (unique per conversation, deleted only with the
+# conversation, whose id is never reused). Filled only after commit, so a
+# rolled-back allocation can never be served. The bound keeps memory flat.
+_COMMITTED_TOKENS: dict[str, str] = {}
+_COMMITTED_TOKENS_MAX = 50_000
+
+
+def _remember_committed(tokens: dict[str, str]) -> None:
+    def remember() -> None:
+        if len(_COMMITTED_TOKENS) + len(tokens) > _COMMITTED_TOKENS_MAX:
+            _COMMITTED_TOKENS.clear()
+        _COMMITTED_TOKENS.update(tokens)
+
+    transaction.on_commit(remember)
 
 
 class DbVault:
@@ -37,12 +62,66 @@ class DbVault:
 
     def token_for(self, kind: str, value: str) -> str:
         digest = _digest(self.conversation_id, kind, value)
-        cached = self._tokens.get(digest)
+        cached = self._tokens.get(digest) or _COMMITTED_TOKENS.get(digest)
         if cached is not None:
             return cached
         number = self._number_for(kind, digest, value)
         token = self._tokens[digest] = format_token(kind, number)
+        _remember_committed({digest: token})
         return token
+
+    def prefetch(self, values: Iterable[tuple[str, str]]) -> None:
+        """Make `token_for` answer every (kind, value) of a result without a
+        query each: known tokens in one query, new ones allocated per kind in
+        one transaction. Anything left (a concurrent writer took a number)
+        falls back to `token_for`'s one-by-one path."""
+        wanted: dict[str, tuple[str, str]] = {}
+        for kind, value in values:
+            digest = _digest(self.conversation_id, kind, value)
+            if digest in self._tokens:
+                continue
+            committed = _COMMITTED_TOKENS.get(digest)
+            if committed is not None:
+                self._tokens[digest] = committed
+            else:
+                wanted[digest] = (kind, value)
+        if not wanted:
+            return
+        found: dict[str, str] = {}
+        for digest, kind, number in VaultEntry.objects.filter(
+            conversation_id=self.conversation_id, digest__in=list(wanted)
+        ).values_list("digest", "kind", "number"):
+            if digest in wanted:
+                found[digest] = format_token(kind, number)
+                del wanted[digest]
+        by_kind: dict[str, list[tuple[str, str]]] = {}
+        for digest, (kind, value) in wanted.items():
+            by_kind.setdefault(kind, []).append((digest, value))
+        for kind, items in by_kind.items():
+            try:
+                with transaction.atomic():
+                    top = (
+                        VaultEntry.objects.filter(conversation_id=self.conversation_id, kind=kind).aggregate(
+                            top=Max("number")
+                        )["top"]
+                        or 0
+                    )
+                    VaultEntry.objects.bulk_create(
+                        VaultEntry(
+                            conversation_id=self.conversation_id,
+                            kind=kind,
+                            number=top + offset,
+                            digest=digest,
+                            ciphertext=encrypt_text(value),
+                        )
+                        for offset, (digest, value) in enumerate(items, 1)
+                    )
+            except IntegrityError:
+                continue  # raced with another worker: token_for() sorts these out one by one
+            for offset, (digest, _value) in enumerate(items, 1):
+                found[digest] = format_token(kind, top + offset)
+        self._tokens.update(found)
+        _remember_committed(found)
 
     def _number_for(self, kind: str, digest: str, value: str) -> int:
         existing = VaultEntry.objects.filter(conversation_id=self.conversation_id, kind=kind, digest=digest).first()

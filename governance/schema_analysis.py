@@ -263,10 +263,28 @@ def _load_classification_schema(connection: DbConnection) -> dict[str, dict[str,
 
 
 def mask_stats_record(*, connection_id: int | None, counts) -> None:
-    """Add today's masked-value counts per (table, column, kind)."""
+    """Add today's masked-value counts per (table, column, kind): one upsert
+    statement for all of them (this runs after every result with personal
+    data; a read-modify-write per key cost a round trip each)."""
+    from django.db import connection as db
     from django.db.models import F
 
     today = timezone.localdate()
+    if connection_id is not None and counts:
+        # ON CONFLICT needs a non-NULL connection id: NULLs never conflict.
+        table = MaskStat._meta.db_table
+        day = db.ops.adapt_datefield_value(today)
+        rows = [(connection_id, t, c, k, day, n) for (t, c, k), n in counts.items()]
+        placeholders = ", ".join(["(%s, %s, %s, %s, %s, %s)"] * len(rows))
+        with db.cursor() as cursor:
+            cursor.execute(
+                f"INSERT INTO {table} (connection_id_value, table_name, column_name, pii_kind, day, count)"
+                f" VALUES {placeholders}"
+                " ON CONFLICT (connection_id_value, table_name, column_name, pii_kind, day)"
+                f" DO UPDATE SET count = {table}.count + excluded.count",
+                [value for row in rows for value in row],
+            )
+        return
     for (table, column, kind), count in counts.items():
         updated = MaskStat.objects.filter(
             connection_id_value=connection_id, table_name=table, column_name=column, pii_kind=kind, day=today

@@ -19,11 +19,11 @@ from dataclasses import dataclass, field
 from functools import cache
 from typing import NamedTuple
 
-from django.conf import settings
 from django.db import connection as db
 
 from governance.models import ClassificationRevision, DbConnection, DbGrant, DocumentCollection, Exposure, Role, Tier
 from governance.table_access import GrantScope
+from owlai import prepared
 
 logger = logging.getLogger(__name__)
 
@@ -105,20 +105,8 @@ def _access_sql() -> str:
 
 
 def _access_rows(user_id: int, connection_name: str) -> list[tuple]:
-    if db.vendor == "postgresql" and getattr(settings, "OWLAI_PREPARED_STATEMENTS", False):
-        # Django's cursors bind on the client and never prepare, so the
-        # server planned this join on every call (~0.35 ms, more than it took
-        # to run). A server-binding psycopg cursor on Django's own connection
-        # (same session, same transaction) prepares it once per connection.
-        import psycopg
-
-        db.ensure_connection()
-        with psycopg.Cursor(db.connection) as cursor:
-            cursor.execute(_access_sql(), [user_id, connection_name], prepare=True)
-            return cursor.fetchall()
-    with db.cursor() as cursor:
-        cursor.execute(_access_sql(), [user_id, connection_name])
-        return cursor.fetchall()
+    # Prepared on PostgreSQL: planning this join cost more than running it.
+    return prepared.fetchall(_access_sql(), [user_id, connection_name])
 
 
 @cache

@@ -386,3 +386,74 @@ def test_without_a_revision_row_the_schema_is_read_on_every_call(world):
         with CaptureQueriesContext(connection) as queries:
             assert _run_sql(world, sql) == [["[이름-1]"]]
         assert _classification_queries(queries.captured_queries) == 1
+
+
+def test_mask_statistics_add_up_in_one_statement(world):
+    from datetime import timedelta
+
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+    from django.utils import timezone
+
+    from chat.masking import MaskCounts
+    from governance.schema_analysis import mask_stats_record
+
+    crm = world["crm"]
+    counts = MaskCounts({("customers", "phone", "phone"): 3, ("customers", "name", "name"): 2, ("", "", "email"): 1})
+    with CaptureQueriesContext(connection) as queries:
+        mask_stats_record(connection_id=crm.pk, counts=counts)
+    assert len(queries.captured_queries) == 1
+    mask_stats_record(connection_id=crm.pk, counts=MaskCounts({("customers", "phone", "phone"): 4}))
+    stats = {
+        (s.table_name, s.column_name, s.pii_kind): s.count
+        for s in MaskStat.objects.filter(connection_id_value=crm.pk, day=timezone.localdate())
+    }
+    assert stats == {("customers", "phone", "phone"): 7, ("customers", "name", "name"): 2, ("", "", "email"): 1}
+    # Another day is another row.
+    MaskStat.objects.filter(connection_id_value=crm.pk).update(day=timezone.localdate() - timedelta(days=1))
+    mask_stats_record(connection_id=crm.pk, counts=MaskCounts({("customers", "phone", "phone"): 1}))
+    assert MaskStat.objects.get(connection_id_value=crm.pk, day=timezone.localdate()).count == 1
+
+
+def test_a_result_full_of_personal_values_costs_a_bounded_number_of_queries(world):
+    """DbVault.prefetch: the vault is asked once per result, not once per value."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from chat.models import VaultEntry
+
+    sql = "SELECT name, phone, email FROM customers"
+    with CaptureQueriesContext(connection) as queries:
+        first = _run_sql(world, sql)
+    vault_queries = [q for q in queries.captured_queries if "chat_vaultentry" in q["sql"]]
+    # one lookup + per kind (name, phone, email) one MAX and one multi-row INSERT
+    assert len(vault_queries) <= 1 + 2 * 3, [q["sql"][:80] for q in vault_queries]
+    assert VaultEntry.objects.filter(conversation=world["conversation"]).count() == 9
+    assert first[0] == ["[이름-1]", "[전화번호-1]", "[이메일-1]"]
+    assert first[2] == ["[이름-3]", "[전화번호-3]", "[이메일-3]"]
+    # The same values again: the same tokens, one lookup at most.
+    with CaptureQueriesContext(connection) as queries:
+        assert _run_sql(world, sql) == first
+    assert sum("chat_vaultentry" in q["sql"] for q in queries.captured_queries) <= 1
+    assert not any(value in json.dumps(first, ensure_ascii=False) for value in PERSONAL_VALUES)
+
+
+def test_prefetch_that_loses_a_race_falls_back_to_one_by_one(world, monkeypatch):
+    from django.db import IntegrityError
+
+    from chat.models import VaultEntry
+    from chat.vault import DbVault
+
+    conversation = conversation_create(owner=world["user"])
+    first = DbVault(conversation.pk)
+    assert first.token_for("phone", "010-1111-2222") == "[전화번호-1]"
+
+    def lost_race(*args, **kwargs):
+        raise IntegrityError("another worker took the number")
+
+    monkeypatch.setattr(VaultEntry.objects, "bulk_create", lost_race)
+    vault = DbVault(conversation.pk)
+    vault.prefetch([("phone", "010-1111-2222"), ("phone", "010-3333-4444")])
+    assert vault.token_for("phone", "010 1111 2222") == "[전화번호-1]"  # known: found by the prefetch
+    assert vault.token_for("phone", "010-3333-4444") == "[전화번호-2]"  # allocated one by one
+    assert VaultEntry.objects.filter(conversation=conversation).count() == 2

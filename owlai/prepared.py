@@ -1,0 +1,43 @@
+"""Server-side prepared statements on Django's own PostgreSQL connection, for
+the few statements that run on every tool call.
+
+Why: Django's psycopg cursors bind parameters on the client and never
+prepare, so PostgreSQL parses and plans each of them on every call. For the
+executor's grant lookup planning took longer than running the query
+(bench/executor.py). A server-binding psycopg cursor on the same connection
+(same session, same transaction, same adapters) prepares the statement once
+per connection and reuses the plan.
+
+Off (plain Django cursor) on SQLite and when OWLAI_PREPARED_STATEMENTS=0, e.g.
+behind a connection pooler that cannot keep prepared statements. The settings
+module gives psycopg a prepare threshold only when it is on: Django's
+default (None) makes psycopg refuse to prepare anything.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from django.conf import settings
+from django.db import connection
+
+
+def enabled() -> bool:
+    return connection.vendor == "postgresql" and bool(getattr(settings, "OWLAI_PREPARED_STATEMENTS", False))
+
+
+def fetchall(sql: str, params: Sequence[Any]) -> list[tuple]:
+    """Run `sql` (%s placeholders) and return its rows."""
+    if not enabled():
+        with connection.cursor() as cursor:
+            cursor.execute(sql, params)
+            return cursor.fetchall()
+    import psycopg
+
+    connection.ensure_connection()
+    # Django's error wrapper: psycopg errors become django.db errors, and a
+    # broken connection is noticed (errors_occurred) like after any query.
+    with connection.wrap_database_errors, psycopg.Cursor(connection.connection) as cursor:
+        cursor.execute(sql, params, prepare=True)
+        return cursor.fetchall()
