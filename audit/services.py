@@ -6,7 +6,7 @@ from __future__ import annotations
 import uuid
 from functools import cache
 
-from django.db import connection
+from django.db import connection, transaction
 
 from audit.models import Origin, Outcome, ToolCallAudit
 from owlai import prepared
@@ -93,6 +93,18 @@ def _insert(row: ToolCallAudit) -> None:
     still come from the model's fields (pre_save sets created_at,
     get_db_prep_save adapts JSON, UUIDs and times), so the model stays the
     one definition of the row."""
+    if connection.in_atomic_block:
+        # Inside a caller's transaction a refused INSERT would poison it (the
+        # caller could not even record that the call failed): a savepoint
+        # keeps the failure to this row. In autocommit, the usual case, no
+        # savepoint is needed and the INSERT commits in its own round trip.
+        with transaction.atomic():
+            _insert_now(row)
+    else:
+        _insert_now(row)
+
+
+def _insert_now(row: ToolCallAudit) -> None:
     if not prepared.enabled():
         row.save(force_insert=True)
         return

@@ -117,6 +117,33 @@ SAMPLE_ROWS = [
 
 
 @pytest.fixture
+def audit_inserts_refused(db):
+    """The database refuses every new tool-call audit row (a trigger), so
+    fail-closed tests go through the real write path, whatever it is."""
+    from django.db import connection
+
+    from audit.models import ToolCallAudit
+
+    table = ToolCallAudit._meta.db_table
+    with connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            cursor.execute(
+                "CREATE FUNCTION owlai_test_audit_down() RETURNS trigger AS $$ BEGIN "
+                "RAISE EXCEPTION 'audit store down'; END $$ LANGUAGE plpgsql"
+            )
+            cursor.execute(
+                f"CREATE TRIGGER owlai_test_audit_down BEFORE INSERT ON {table} "
+                "FOR EACH ROW EXECUTE FUNCTION owlai_test_audit_down()"
+            )
+        else:
+            cursor.execute(
+                f"CREATE TRIGGER owlai_test_audit_down BEFORE INSERT ON {table} "
+                "BEGIN SELECT RAISE(ABORT, 'audit store down'); END"
+            )
+    yield  # the test's transaction rolls the trigger back with everything else
+
+
+@pytest.fixture
 def sample_sqlite_db(tmp_path: Path) -> str:
     path = tmp_path / "company.sqlite3"
     conn = sqlite3.connect(path)

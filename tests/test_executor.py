@@ -115,28 +115,10 @@ def test_audit_write_failure_withholds_result(personas, monkeypatch):
         run_sql(ctx_for(personas.staff), "sales", "SELECT * FROM customers")
 
 
-def test_audit_insert_refused_by_the_database_withholds_result(personas):
+def test_audit_insert_refused_by_the_database_withholds_result(personas, audit_inserts_refused):
     """The same through the real write path: the database refuses the INSERT."""
-    from django.db import connection
-
     from audit.services import AuditWriteError
 
-    table = ToolCallAudit._meta.db_table
-    with connection.cursor() as cursor:
-        if connection.vendor == "postgresql":
-            cursor.execute(
-                "CREATE FUNCTION owlai_test_audit_down() RETURNS trigger AS $$ BEGIN "
-                "RAISE EXCEPTION 'audit store down'; END $$ LANGUAGE plpgsql"
-            )
-            cursor.execute(
-                f"CREATE TRIGGER owlai_test_audit_down BEFORE INSERT ON {table} "
-                "FOR EACH ROW EXECUTE FUNCTION owlai_test_audit_down()"
-            )
-        else:
-            cursor.execute(
-                f"CREATE TRIGGER owlai_test_audit_down BEFORE INSERT ON {table} "
-                "BEGIN SELECT RAISE(ABORT, 'audit store down'); END"
-            )
     with pytest.raises(AuditWriteError):
         run_sql(ctx_for(personas.staff), "sales", "SELECT * FROM customers")
 

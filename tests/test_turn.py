@@ -119,11 +119,9 @@ def test_denied_call_reaches_the_model_as_a_refusal(personas, scripted_models, f
     assert next(e for e in events if e["type"] == "tool.finished")["outcome"] == "denied"
 
 
-def test_audit_failure_withholds_the_result_from_the_model(personas, scripted_models, fake, events, monkeypatch):
-    def fail(**kwargs):
-        raise RuntimeError("audit table unavailable")
-
-    monkeypatch.setattr(ToolCallAudit.objects, "create", fail)
+def test_audit_failure_withholds_the_result_from_the_model(
+    personas, scripted_models, fake, events, audit_inserts_refused
+):
     fake.script = [tool_call("run_sql", {"connection": "sales", "sql": "SELECT name FROM customers"}), text("x")]
     turn = start_and_run(conversation_create(owner=personas.staff), personas.staff, "고객 이름")
     assert turn.status == "failed"
