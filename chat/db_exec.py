@@ -95,6 +95,14 @@ def _run_mysql(*, dsn: str, sql: str, row_cap: int, timeout_ms: int) -> QueryRes
             # MySQL knows max_execution_time (ms), MariaDB max_statement_time (s);
             # set whichever the server has, so the timeout holds on both.
             _set_mysql_timeout(cursor, timeout_ms)
+            # Under ANSI_QUOTES (alone or in the ANSI mode) "x" is an
+            # identifier; sqlglot's MySQL dialect, which the guard and the
+            # lineage read the SQL with, takes it for a string. Switch it off
+            # so the server reads the query as they did.
+            cursor.execute(
+                "SET SESSION sql_mode = TRIM(BOTH ',' FROM REPLACE(REPLACE("
+                "CONCAT(',', @@SESSION.sql_mode, ','), ',ANSI_QUOTES,', ','), ',ANSI,', ','))"
+            )
             cursor.execute("START TRANSACTION READ ONLY")
             try:
                 cursor.execute(sql)

@@ -332,20 +332,50 @@ class _SchemaIndex:
         return {(key, column): kind for key in keys for column, kind in self.columns(key).items() if kind}
 
 
+def _odd_column_names(root: exp.Expr) -> bool:
+    """Does the query name a column in a way sqlglot does not read as a
+    column? A column whose name is not an identifier (SQLite's
+    ``c.'phone'``, MySQL's ``c."phone"`` under ANSI_QUOTES: sqlglot sees a
+    string literal) or a dot after an expression (``'c'.'name'``,
+    ``(row).field``) may be a column to the server. The walk cannot follow
+    such a name, so it is not even tried (every output is masked)."""
+    for node in root.walk():
+        if isinstance(node, exp.Column):
+            if not isinstance(node.this, (exp.Identifier, exp.Star)):
+                return True
+        elif isinstance(node, exp.Dot):
+            if not isinstance(node.this, (exp.Identifier, exp.Column, exp.Dot)):
+                return True
+    return False
+
+
+def _renames_or_odd_references(root: exp.Expr) -> bool:
+    """_odd_column_names, or an alias with a column list, which renames the
+    columns of whatever it aliases by position (``customers AS c(i, n)``,
+    ``(a JOIN b) x(p, q)`` in PostgreSQL): names alone say nothing then."""
+    if any(node.columns for node in root.find_all(exp.TableAlias)):
+        return True
+    return _odd_column_names(root)
+
+
 def _may_reach_pii(root: exp.Expr, pii_names: set[str]) -> bool:
     """Could any value of a PII column reach the result? False only when the
-    tree (a) holds no identifier or bare word spelled like a PII column (any
-    case), (b) has no star outside ``COUNT(*)`` (``*`` and ``t.*`` expand to
-    every column), and (c) has no column reference spelled like a table,
-    table alias or derived-table alias (PostgreSQL's whole-row reference:
-    ``SELECT c FROM customers c``, ``row_to_json(c)``). A value travels only
-    through a name, a star or a whole row, so without all three none can;
-    every doubt answers True."""
+    tree (a) holds no identifier, bare word or string literal spelled like a
+    PII column (any case; a literal can be a column name to the server, see
+    _renames_or_odd_references), (b) has no star outside ``COUNT(*)``
+    (``*`` and ``t.*`` expand to every column), (c) has no column reference
+    spelled like a table, table alias or derived-table alias (PostgreSQL's
+    whole-row reference: ``SELECT c FROM customers c``, ``row_to_json(c)``),
+    and (d) renames no columns by position and names none oddly. A value
+    travels only through a name, a star or a whole row, so without all of
+    these none can; every doubt answers True."""
+    if _renames_or_odd_references(root):
+        return True
     relations: set[str] = set()
     columns: list[str] = []
     for node in root.walk():
-        if isinstance(node, (exp.Identifier, exp.Var)):
-            if node.name.lower() in pii_names:
+        if isinstance(node, (exp.Identifier, exp.Var, exp.Literal)):
+            if str(node.this).lower() in pii_names:
                 return True
         elif isinstance(node, exp.Star):
             if not isinstance(node.parent, exp.Count):
@@ -405,12 +435,14 @@ class _Classifier:
             # Nothing the query reads is classified as personal data, so no
             # output can be derived from it: skip the (costly) lineage.
             return self._without_pii(root, "no referenced table has personal data")
-        if not _may_reach_pii(root, {column for _, column in pii}):
+        if self._outputs_match_result(root) and not _may_reach_pii(root, {column for _, column in pii}):
             # The tables have personal data, but the query never names a PII
             # column, expands a star or references a whole row: no output can
             # carry such a value (the walk would only confirm it, at qualify's cost).
             return self._without_pii(root, "no personal-data column is named in the query")
 
+        if _odd_column_names(root):
+            return self._fallback("a column is named by a string or an expression", root, referenced)
         names = self._original_names(root)
         try:
             return self._lineage(root, tables, names)
@@ -462,6 +494,12 @@ class _Classifier:
                 continue
             tables.append((table, keys))
         return referenced, tables
+
+    def _outputs_match_result(self, root: exp.Expr) -> bool:
+        """As many outputs as the database returned (the walk checks the
+        same: a different count means sqlglot and the server read the SQL
+        differently, and then nothing about it is trusted)."""
+        return self.n_columns is None or len(self._original_names(root)) == self.n_columns
 
     def _original_names(self, root: exp.Expr) -> list[str | None]:
         """Display names of the outputs as written; None for a `*` entry."""
@@ -880,6 +918,8 @@ class _Classifier:
         mapped to the result (then everything is masked)."""
         if not isinstance(root, exp.Select) or root.args.get("with_") or root.args.get("laterals"):
             return None
+        if _renames_or_odd_references(root):
+            return None  # `customers AS c(i, n)`: `n` is the name column under another name
         relations: list[exp.Expr] = []
         from_ = root.args.get("from_")
         if from_ is not None:

@@ -131,3 +131,21 @@ def test_mysql_marker_program_name_and_read_only(mysql_dsn):
         timeout_ms=5000,
     )
     assert info.rows[0][0].startswith(SQL_MARKER)
+
+
+def test_mysql_reads_double_quotes_as_strings_even_under_ansi_quotes(mysql_dsn):
+    """The guard and the lineage parse MySQL with double quotes as strings;
+    a server in ANSI_QUOTES mode would read "amount" as the column."""
+    dsn, admin = mysql_dsn
+    with admin.cursor() as cursor:
+        cursor.execute("SELECT @@GLOBAL.sql_mode")
+        (saved,) = cursor.fetchone()
+        cursor.execute("SET GLOBAL sql_mode = CONCAT(@@GLOBAL.sql_mode, ',ANSI')")
+    try:
+        result = execute_readonly(
+            engine="mysql", dsn=dsn, sql='SELECT "amount" FROM owlai_orders ORDER BY id', row_cap=10, timeout_ms=5000
+        )
+    finally:
+        with admin.cursor() as cursor:
+            cursor.execute("SET GLOBAL sql_mode = %s", (saved,))
+    assert result.rows == [("amount",), ("amount",)]

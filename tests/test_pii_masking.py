@@ -457,3 +457,34 @@ def test_prefetch_that_loses_a_race_falls_back_to_one_by_one(world, monkeypatch)
     assert vault.token_for("phone", "010 1111 2222") == "[전화번호-1]"  # known: found by the prefetch
     assert vault.token_for("phone", "010-3333-4444") == "[전화번호-2]"  # allocated one by one
     assert VaultEntry.objects.filter(conversation=conversation).count() == 2
+
+
+@pytest.mark.embedded
+def test_sqlite_triggers_come_back_after_a_migration_rebuilds_a_table(world):
+    """SQLite loses a table's triggers when a migration rebuilds it; every
+    migrate re-creates them (post_migrate), so the schema cache cannot go
+    stale and the audit and exposure guards cannot vanish."""
+    from django.core.management.sql import emit_post_migrate_signal
+    from django.db import connection
+
+    if connection.vendor != "sqlite":
+        pytest.skip("PostgreSQL keeps triggers through ALTER TABLE (this runs in make test's SQLite pass)")
+
+    def triggers() -> set[str]:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'")
+            return {name for (name,) in cursor.fetchall()}
+
+    installed = triggers()
+    assert {"owlai_classification_revision_update", "owlai_exposure_one_way_governance_dbconnection"} <= installed
+    with connection.cursor() as cursor:  # what a table rebuild does to them
+        for name in installed:
+            cursor.execute(f"DROP TRIGGER {name}")
+    before = _revision()
+    ColumnClassification.objects.filter(connection=world["crm"], column_name="city").update(pii_kind="address")
+    assert _revision() == before  # no trigger: the cache would now go stale
+
+    emit_post_migrate_signal(verbosity=0, interactive=False, db="default")
+    assert triggers() == installed
+    ColumnClassification.objects.filter(connection=world["crm"], column_name="city").update(pii_kind="")
+    assert _revision() != before

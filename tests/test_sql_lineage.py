@@ -438,3 +438,33 @@ def test_shortcut_not_taken_for_stars_whole_rows_and_named_pii(sql: str, n_colum
     assert not any(o.reason == SHORTCUT_REASON for o in outputs), [o.reason for o in outputs]
     if "WHERE PHONE" not in sql:
         assert _masked(outputs), "every one of these outputs carries personal data"
+
+
+@pytest.mark.parametrize(
+    ("dialect", "sql", "n_columns"),
+    [
+        # PostgreSQL column-name lists rename columns by position
+        (PG, "SELECT x.c3, x.b FROM (customers JOIN orders ON true) x(a, b, c3)", 2),
+        (PG, "SELECT b FROM (customers NATURAL JOIN orders) AS x(a, b)", 1),
+        (PG, "SELECT n FROM customers AS c(i, n, p, e)", 1),
+        # SQLite reads a quoted string after a dot as a column name
+        (LITE, "SELECT c.'name', c.'phone', c.'email' FROM customers c", 3),
+        (LITE, "SELECT group_concat(c.'name') AS n FROM customers c", 1),
+        (LITE, "WITH t AS (SELECT c.'name' AS z FROM customers c) SELECT z FROM t", 1),
+        (LITE, "SELECT 'c'.'name' FROM customers c", 1),
+        (LITE, "SELECT 'c'.name FROM customers c", 1),
+        # MySQL under ANSI_QUOTES (db_exec turns it off; masked regardless)
+        (MY, 'SELECT c."phone" FROM customers c', 1),
+    ],
+)
+def test_renamed_or_oddly_named_columns_are_masked(dialect: str, sql: str, n_columns: int) -> None:
+    """Found in review: names the shortcut (and the name-based fallback) could
+    not see. Every output of these queries carries personal data."""
+    outputs = classify_outputs(sql, dialect, SCHEMA, n_columns=n_columns)
+    assert len(outputs) == n_columns
+    assert all(o.pii_kind for o in outputs), [(o.index, o.pii_kind, o.reason) for o in outputs]
+
+
+def test_a_column_count_the_parser_did_not_expect_is_never_shortcut() -> None:
+    outputs = classify_outputs("SELECT city FROM customers", PG, SCHEMA, n_columns=2)
+    assert len(outputs) == 2 and all(o.pii_kind for o in outputs)

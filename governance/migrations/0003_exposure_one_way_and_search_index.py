@@ -8,6 +8,8 @@
 
 from django.db import migrations
 
+from governance.sqlite_triggers import exposure_trigger_statements
+
 RESOURCE_TABLES = ("governance_dbconnection", "governance_documentcollection")
 
 PG_FUNCTION = """
@@ -41,12 +43,8 @@ def forwards(apps, schema_editor):
             )
         schema_editor.execute(PG_SEARCH_INDEX)
     elif vendor == "sqlite":
-        for table in RESOURCE_TABLES:
-            schema_editor.execute(
-                f"CREATE TRIGGER owlai_exposure_one_way_{table} BEFORE UPDATE ON {table} "
-                "FOR EACH ROW WHEN OLD.exposure = 'all_models' AND NEW.exposure <> 'all_models' "
-                "BEGIN SELECT RAISE(ABORT, 'exposure is one-way: opened resources cannot be made internal-only'); END"
-            )
+        for statement in exposure_trigger_statements():
+            schema_editor.execute(statement)
 
 
 def backwards(apps, schema_editor):

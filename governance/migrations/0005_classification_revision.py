@@ -2,6 +2,8 @@
 
 from django.db import migrations, models
 
+from governance.sqlite_triggers import REVISION_UPSERT, revision_trigger_statements
+
 # Any change to a column classification gives the one revision row a new
 # random token (see ClassificationRevision). PostgreSQL: a BEFORE ... FOR EACH
 # STATEMENT trigger, so the revision row is locked before any classification
@@ -20,9 +22,6 @@ END
 $$ LANGUAGE plpgsql;
 """
 
-SQLITE_UPSERT = f"INSERT OR REPLACE INTO {TABLE} (id, token) VALUES (1, lower(hex(randomblob(16))))"
-
-
 def forwards(apps, schema_editor):
     vendor = schema_editor.connection.vendor
     if vendor == "postgresql":
@@ -33,12 +32,9 @@ def forwards(apps, schema_editor):
         )
         schema_editor.execute(f"INSERT INTO {TABLE} (id, token) VALUES (1, gen_random_uuid()::text)")
     elif vendor == "sqlite":
-        for event in ("INSERT", "UPDATE", "DELETE"):
-            schema_editor.execute(
-                f"CREATE TRIGGER owlai_classification_revision_{event.lower()} AFTER {event} ON {SOURCE} "
-                f"FOR EACH ROW BEGIN {SQLITE_UPSERT}; END"
-            )
-        schema_editor.execute(SQLITE_UPSERT)
+        for statement in revision_trigger_statements():
+            schema_editor.execute(statement)
+        schema_editor.execute(REVISION_UPSERT)
 
 
 def backwards(apps, schema_editor):
