@@ -12,10 +12,10 @@ class ConversationAdmin(AuditedViewsMixin, admin.ModelAdmin):
     audit_resource_kind = "conversation"
     audit_owner_field = "owner_id"
     audit_owner_name_field = "owner__username"
-    list_display = ("id", "owner", "tier", "model", "created_at", "updated_at")
-    list_filter = ("tier",)
+    list_display = ("id", "owner", "tier", "model", "created_at", "updated_at", "deleted_at")
+    list_filter = ("tier", ("deleted_at", admin.EmptyFieldListFilter))
     search_fields = ("owner__username",)
-    fields = ("id", "owner", "tier", "model", "created_at", "updated_at")
+    fields = ("id", "owner", "tier", "model", "created_at", "updated_at", "deleted_at")
     readonly_fields = fields
     show_full_result_count = False
 

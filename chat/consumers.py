@@ -100,7 +100,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
 
     @database_sync_to_async
     def _owned_conversation(self, conversation_id: str, user_id: int) -> Conversation | None:
-        return Conversation.objects.filter(pk=conversation_id, owner_id=user_id).first()
+        return Conversation.objects.live().filter(pk=conversation_id, owner_id=user_id).first()
 
     def _language(self) -> str:
         cookie = self.scope.get("cookies", {}).get(settings.LANGUAGE_COOKIE_NAME, "")

@@ -242,9 +242,13 @@ def spill_if_large(ctx: TurnContext, payload: dict) -> str:
     return json.dumps(preview, ensure_ascii=False)
 
 
+def spill_folder(conversation_id) -> Path:
+    """Where a conversation's spill files live (purged with it: chat.retention)."""
+    return Path(settings.VAR_DIR) / "spill" / str(conversation_id or "no-conversation")
+
+
 def spill_path(ctx: TurnContext) -> Path:
-    folder = Path(settings.VAR_DIR) / "spill" / str(ctx.conversation_id or "no-conversation")
-    return folder / f"turn{ctx.turn_id or 0}-{uuid.uuid4().hex[:8]}.json"
+    return spill_folder(ctx.conversation_id) / f"turn{ctx.turn_id or 0}-{uuid.uuid4().hex[:8]}.json"
 
 
 _CREDENTIAL_URL = re.compile(

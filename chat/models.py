@@ -15,6 +15,22 @@ from django.utils.translation import gettext_lazy as _
 from governance.models import LlmModel, Tier
 
 
+class ConversationQuerySet(models.QuerySet):
+    def live(self) -> ConversationQuerySet:
+        """Not deleted by their owner (deleted ones wait for the purge, hidden)."""
+        return self.filter(deleted_at__isnull=True)
+
+    def due_for_purge(self, *, now, idle_days: int, deleted_days: int) -> ConversationQuerySet:
+        """Seed 003: a conversation goes `idle_days` after its last activity,
+        or `deleted_days` after its owner deleted it."""
+        from datetime import timedelta
+
+        return self.filter(
+            models.Q(deleted_at__lte=now - timedelta(days=deleted_days))
+            | models.Q(deleted_at__isnull=True, updated_at__lte=now - timedelta(days=idle_days))
+        )
+
+
 class Conversation(models.Model):
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     owner = models.ForeignKey(
@@ -28,7 +44,13 @@ class Conversation(models.Model):
     # Pinned by the first turn that starts; never changes afterwards (seed 002).
     tier = models.CharField(_("tier"), max_length=10, choices=Tier.choices, blank=True)
     created_at = models.DateTimeField(_("created"), auto_now_add=True)
+    # Last activity: every turn saves the conversation (the idle purge counts from here).
     updated_at = models.DateTimeField(_("updated"), auto_now=True)
+    # Set when the owner deletes it: hidden at once, its token vault deleted at
+    # once, the rest purged `OWLAI_CONVERSATION_DELETED_DAYS` later.
+    deleted_at = models.DateTimeField(_("deleted"), null=True, blank=True, db_index=True)
+
+    objects = ConversationQuerySet.as_manager()
 
     class Meta:
         verbose_name = _("conversation")

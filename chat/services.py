@@ -51,6 +51,19 @@ def conversation_create(*, owner: AbstractBaseUser, title: str = "", model: LlmM
     return Conversation.objects.create(owner=owner, title=title[:200], model=model)
 
 
+def conversation_delete(*, conversation: Conversation) -> None:
+    """The owner deletes a conversation (seed 003): it disappears from their
+    list and API at once, and its token vault (the originals behind its
+    tokens) is deleted at once; messages and spill files stay until the
+    purge `OWLAI_CONVERSATION_DELETED_DAYS` later (chat.retention). Audit
+    rows never go with it (they name it by value only)."""
+    from chat.models import VaultEntry
+
+    with transaction.atomic():
+        Conversation.objects.filter(pk=conversation.pk, deleted_at__isnull=True).update(deleted_at=timezone.now())
+        VaultEntry.objects.filter(conversation_id=conversation.pk).delete()
+
+
 def models_for_conversation(*, conversation: Conversation | None) -> list[LlmModel]:
     """Enabled models a user may pick; once a conversation is pinned, only its tier."""
     qs = LlmModel.objects.select_related("provider").filter(enabled=True, in_config=True, provider__in_config=True)
@@ -71,7 +84,9 @@ def turn_start(*, conversation: Conversation, user: AbstractBaseUser, text: str,
             _("The message is too long (at most %(max)d characters).") % {"max": settings.OWLAI_MAX_MESSAGE_CHARS}
         )
     # Lock the conversation so two sockets cannot start two turns at once.
-    Conversation.objects.select_for_update().filter(pk=conversation.pk).first()
+    locked = Conversation.objects.select_for_update().filter(pk=conversation.pk).first()
+    if locked is None or locked.deleted_at is not None:
+        raise TurnRefused(_("This conversation was deleted."))
     # A turn still "active" long after the worker's hard limit died with its
     # worker; without this the conversation would stay blocked forever.
     stale_before = timezone.now() - timedelta(seconds=settings.OWLAI_TURN_TIMEOUT_SECONDS + 120)
@@ -166,8 +181,19 @@ def turn_run(*, turn_id: int) -> None:
     turn = Turn.objects.select_related("conversation__owner").filter(pk=turn_id).first()
     if turn is None or turn.status != TurnStatus.QUEUED:
         return  # already run (redelivered task) or gone with its conversation
-    with translation.override(turn.language or settings.LANGUAGE_CODE):
-        _run(turn)
+    if turn.conversation.deleted_at is not None:
+        emit = events.make_emitter(group=turn.conversation.group_name, turn_id=turn.pk)
+        _reject(turn, emit, _("This conversation was deleted."))
+        return
+    try:
+        with translation.override(turn.language or settings.LANGUAGE_CODE):
+            _run(turn)
+    finally:
+        # Deleted while this turn ran: what the turn put in the vault goes too.
+        if Conversation.objects.filter(pk=turn.conversation_id, deleted_at__isnull=False).exists():
+            from chat.models import VaultEntry
+
+            VaultEntry.objects.filter(conversation_id=turn.conversation_id).delete()
 
 
 def _run(turn: Turn) -> None:

@@ -25,6 +25,14 @@ def run_turn(turn_id: int) -> None:
     turn_run(turn_id=turn_id)
 
 
+@shared_task(name="chat.purge_conversations", ignore_result=True)
+def purge_conversations() -> int:
+    """Daily (beat): conversations past their retention go (seed 003)."""
+    from chat.retention import conversations_purge
+
+    return conversations_purge()
+
+
 # Tasks started in-process keep a reference here until done (asyncio only
 # keeps weak references to tasks).
 _in_process: set[asyncio.Task] = set()

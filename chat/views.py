@@ -12,6 +12,7 @@ from rest_framework.response import Response
 from chat.models import Conversation, MessageRole
 from chat.reveal import may_reveal, token_reveal
 from chat.services import conversation_create, mention_tier, models_for_conversation
+from chat.services import conversation_delete as conversation_delete_service
 from governance.models import LlmModel
 from governance.visibility import visible_resources
 
@@ -53,7 +54,7 @@ def conversations(request: Request) -> Response:
         serializer.is_valid(raise_exception=True)
         conversation = conversation_create(owner=request.user, title=serializer.validated_data["title"])
         return Response(_conversation_json(conversation), status=status.HTTP_201_CREATED)
-    items = Conversation.objects.filter(owner=request.user).order_by("-updated_at")[:100]
+    items = Conversation.objects.live().filter(owner=request.user).order_by("-updated_at")[:100]
     return Response([_conversation_json(c) for c in items])
 
 
@@ -64,7 +65,7 @@ def models_for_new_conversation(request: Request) -> Response:
 
 @api_view(["GET"])
 def conversation_models(request: Request, conversation_id) -> Response:
-    conversation = get_object_or_404(Conversation, pk=conversation_id, owner=request.user)
+    conversation = get_object_or_404(Conversation.objects.live(), pk=conversation_id, owner=request.user)
     return Response([_model_json(m) for m in models_for_conversation(conversation=conversation)])
 
 
@@ -72,7 +73,7 @@ def conversation_models(request: Request, conversation_id) -> Response:
 def conversation_mentions(request: Request, conversation_id) -> Response:
     """@mention targets: only what a turn of this conversation may use. Before
     the tier is pinned, the tier of the model the user has selected decides."""
-    conversation = get_object_or_404(Conversation, pk=conversation_id, owner=request.user)
+    conversation = get_object_or_404(Conversation.objects.live(), pk=conversation_id, owner=request.user)
     tier = mention_tier(conversation=conversation, model_ref=request.query_params.get("model", ""))
     if tier is None:
         return Response([])
@@ -85,10 +86,11 @@ def conversation_mentions(request: Request, conversation_id) -> Response:
 
 @api_view(["DELETE"])
 def conversation_delete(request: Request, conversation_id) -> Response:
-    """Deleting a conversation deletes its messages and its token vault; the
+    """Deleting a conversation hides it and deletes its token vault at once;
+    the rest is purged 30 days later (chat.services.conversation_delete). The
     audit rows of what it touched stay (they hold no foreign key to it)."""
-    conversation = get_object_or_404(Conversation, pk=conversation_id, owner=request.user)
-    conversation.delete()
+    conversation = get_object_or_404(Conversation.objects.live(), pk=conversation_id, owner=request.user)
+    conversation_delete_service(conversation=conversation)
     return Response(status=status.HTTP_204_NO_CONTENT)
 
 
@@ -98,7 +100,7 @@ class RevealSerializer(serializers.Serializer):
 
 @api_view(["POST"])
 def conversation_reveal(request: Request, conversation_id) -> Response:
-    conversation = get_object_or_404(Conversation, pk=conversation_id, owner=request.user)
+    conversation = get_object_or_404(Conversation.objects.live(), pk=conversation_id, owner=request.user)
     serializer = RevealSerializer(data=request.data)
     serializer.is_valid(raise_exception=True)
     result = token_reveal(
@@ -112,6 +114,6 @@ def conversation_reveal(request: Request, conversation_id) -> Response:
 @api_view(["GET"])
 def conversation_messages(request: Request, conversation_id) -> Response:
     """What the user sees: their messages and the assistant's final texts."""
-    conversation = get_object_or_404(Conversation, pk=conversation_id, owner=request.user)
+    conversation = get_object_or_404(Conversation.objects.live(), pk=conversation_id, owner=request.user)
     items = conversation.messages.filter(role__in=[MessageRole.USER, MessageRole.ASSISTANT]).exclude(content="")
     return Response([{"role": m.role, "content": m.content, "created_at": m.created_at.isoformat()} for m in items])

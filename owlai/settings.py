@@ -156,6 +156,7 @@ CELERY_TASK_ACKS_LATE = True
 CELERY_BEAT_SCHEDULE = {
     "audit-digest": {"task": "audit.seal_new_rows", "schedule": env.float("OWLAI_AUDIT_DIGEST_SECONDS", default=600.0)},
     "audit-retention": {"task": "audit.purge_expired", "schedule": 24 * 3600.0},
+    "conversation-retention": {"task": "chat.purge_conversations", "schedule": 24 * 3600.0},
 }
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_IGNORE_RESULT = True
@@ -199,6 +200,10 @@ OWLAI_MAX_MESSAGE_CHARS = env.int("OWLAI_MAX_MESSAGE_CHARS", default=8000)
 # per-conversation file of masked values; the model gets a preview.
 OWLAI_SPILL_CHARS = env.int("OWLAI_SPILL_CHARS", default=60_000)
 OWLAI_SPILL_PREVIEW_ROWS = 50
+# Conversation retention (seed 003): purged this many days after the last
+# activity, or after the owner deleted it (hidden, and its vault gone, at once).
+OWLAI_CONVERSATION_IDLE_DAYS = env.int("OWLAI_CONVERSATION_IDLE_DAYS", default=365)
+OWLAI_CONVERSATION_DELETED_DAYS = env.int("OWLAI_CONVERSATION_DELETED_DAYS", default=30)
 # Key for encrypting stored connection DSNs (Fernet, urlsafe base64, 32 bytes).
 # Defaults to a key derived from SECRET_KEY; set it to rotate independently.
 OWLAI_FIELD_KEY = env.str("OWLAI_FIELD_KEY", default="")

@@ -173,3 +173,16 @@ def test_events_reach_every_socket_of_the_conversation_only(personas, install_mo
     events, nothing_on_b = async_to_sync(scenario)()
     assert events[-1]["type"] == "turn.finished"
     assert nothing_on_b is True
+
+
+def test_a_deleted_conversation_cannot_be_connected_to(personas):
+    from chat.services import conversation_delete
+
+    staff_cookie = session_cookie(personas.staff)
+    conversation = conversation_create(owner=personas.staff)
+    conversation_delete(conversation=conversation)
+
+    async def scenario():
+        return await communicator(conversation.pk, cookie=staff_cookie).connect()
+
+    assert async_to_sync(scenario)() == (False, 4403)  # reads like an unknown one

@@ -1,0 +1,137 @@
+"""Seed 003: a conversation is purged one year after its last activity, or
+thirty days after its owner deleted it. Deleting hides it and deletes its
+token vault at once; the audit rows of what it touched always stay."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.urls import reverse
+from django.utils import timezone
+
+from audit.models import ToolCallAudit
+from audit.services import tool_call_audit_write
+from chat.executor import spill_folder
+from chat.models import Conversation, Message, Turn, TurnStatus, VaultEntry
+from chat.retention import conversations_purge
+from chat.services import TurnRefused, conversation_create, conversation_delete, turn_run, turn_start
+from chat.vault import DbVault
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def chat(personas, install_models, settings, tmp_path):
+    """A conversation of staff's with a message, a vault token, a spill file
+    and an audit row."""
+    settings.VAR_DIR = tmp_path
+    conversation = conversation_create(owner=personas.staff, title="고객 문의")
+    turn = Turn.objects.create(conversation=conversation, status=TurnStatus.COMPLETED)
+    Message.objects.create(conversation=conversation, turn=turn, role="user", content="3번 고객 전화번호")
+    DbVault(conversation.pk).token_for("phone", "010-1234-5678")
+    folder = spill_folder(conversation.pk)
+    folder.mkdir(parents=True)
+    (folder / "turn1.json").write_text("{}", encoding="utf-8")
+    tool_call_audit_write(
+        actor_id=personas.staff.pk,
+        actor_username="staff",
+        tool="run_sql",
+        outcome="success",
+        row_count=1,
+        conversation_id=conversation.pk,
+        turn_id=turn.pk,
+    )
+    return conversation
+
+
+def _age(conversation, *, deleted_days_ago=None, idle_days=None) -> None:
+    now = timezone.now()
+    if deleted_days_ago is not None:
+        Conversation.objects.filter(pk=conversation.pk).update(deleted_at=now - timedelta(days=deleted_days_ago))
+    if idle_days is not None:
+        Conversation.objects.filter(pk=conversation.pk).update(updated_at=now - timedelta(days=idle_days))
+
+
+def test_delete_hides_at_once_and_removes_the_vault_but_keeps_the_rest_until_the_purge(chat, personas, client):
+    client.force_login(personas.staff)
+    assert client.delete(reverse("chat:conversation-delete", args=[chat.pk])).status_code == 204
+
+    assert VaultEntry.objects.filter(conversation_id=chat.pk).count() == 0  # originals gone at once
+    assert Conversation.objects.get(pk=chat.pk).deleted_at is not None
+    assert Message.objects.filter(conversation_id=chat.pk).count() == 1  # purged later
+    listed = client.get(reverse("chat:conversations")).json()
+    assert str(chat.pk) not in {c["id"] for c in listed}
+    for name in ("chat:conversation-messages", "chat:conversation-models", "chat:conversation-mentions"):
+        assert client.get(reverse(name, args=[chat.pk])).status_code == 404, name
+    reveal = client.post(
+        reverse("chat:conversation-reveal", args=[chat.pk]), {"token": "[전화번호-1]"}, content_type="application/json"
+    )
+    assert reveal.status_code == 404
+    assert client.delete(reverse("chat:conversation-delete", args=[chat.pk])).status_code == 404
+
+
+def test_no_new_turn_in_a_deleted_conversation(chat, personas):
+    conversation_delete(conversation=chat)
+    with pytest.raises(TurnRefused):
+        turn_start(conversation=chat, user=personas.staff, text="계속", model=None)
+
+
+def test_a_queued_turn_of_a_deleted_conversation_is_rejected_without_a_model_call(chat, personas, monkeypatch):
+    turn = turn_start(conversation=chat, user=personas.staff, text="SELECT 1", model=None)
+    conversation_delete(conversation=chat)
+    monkeypatch.setattr("chat.services._run", lambda turn: pytest.fail("the turn must not run"))
+    turn_run(turn_id=turn.pk)
+    turn.refresh_from_db()
+    assert turn.status == TurnStatus.REJECTED
+
+
+def test_a_turn_running_while_its_conversation_is_deleted_leaves_no_vault_behind(chat, personas, monkeypatch):
+    turn = turn_start(conversation=chat, user=personas.staff, text="SELECT 1", model=None)
+
+    def run_while_the_owner_deletes(turn):
+        conversation_delete(conversation=turn.conversation)
+        DbVault(turn.conversation_id).token_for("email", "late@example.com")  # the running turn masks on
+
+    monkeypatch.setattr("chat.services._run", run_while_the_owner_deletes)
+    turn_run(turn_id=turn.pk)
+    assert VaultEntry.objects.filter(conversation_id=chat.pk).count() == 0
+
+
+@pytest.mark.parametrize(
+    ("deleted_days_ago", "idle_days", "purged"),
+    [
+        (31, None, True),  # deleted 31 days ago
+        (29, None, False),  # deleted, still within 30 days
+        (None, 366, True),  # no activity for a year
+        (None, 364, False),
+        (None, None, False),  # active
+    ],
+)
+def test_purge(chat, deleted_days_ago, idle_days, purged):
+    _age(chat, deleted_days_ago=deleted_days_ago, idle_days=idle_days)
+    audit_rows = ToolCallAudit.objects.count()
+    assert conversations_purge() == (1 if purged else 0)
+    assert Conversation.objects.filter(pk=chat.pk).exists() is not purged
+    assert Message.objects.filter(conversation_id=chat.pk).exists() is not purged
+    assert spill_folder(chat.pk).exists() is not purged
+    if purged:
+        assert not VaultEntry.objects.filter(conversation_id=chat.pk).exists()
+        assert not Turn.objects.filter(conversation_id=chat.pk).exists()
+    # The audit trail outlives the conversation.
+    assert ToolCallAudit.objects.count() == audit_rows
+    assert ToolCallAudit.objects.filter(conversation_id=chat.pk).exists()
+
+
+def test_purge_periods_come_from_settings(chat, settings):
+    settings.OWLAI_CONVERSATION_IDLE_DAYS = 10
+    _age(chat, idle_days=11)
+    assert conversations_purge() == 1
+
+
+def test_the_purge_runs_daily_from_beat(settings):
+    from chat.tasks import purge_conversations
+
+    entry = settings.CELERY_BEAT_SCHEDULE["conversation-retention"]
+    assert entry["task"] == purge_conversations.name == "chat.purge_conversations"
+    assert entry["schedule"] == 24 * 3600.0
