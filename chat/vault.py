@@ -88,8 +88,12 @@ class DbVault:
         if not wanted:
             return
         found: dict[str, str] = {}
+        # kind__in lets the (conversation, kind, digest) unique index find
+        # the rows instead of scanning the whole conversation's vault.
         for digest, kind, number in VaultEntry.objects.filter(
-            conversation_id=self.conversation_id, digest__in=list(wanted)
+            conversation_id=self.conversation_id,
+            kind__in={kind for kind, _ in wanted.values()},
+            digest__in=list(wanted),
         ).values_list("digest", "kind", "number"):
             if digest in wanted:
                 found[digest] = format_token(kind, number)
