@@ -59,6 +59,10 @@ def _assistant_entry(reply: AssistantReply) -> dict:
     return entry
 
 
+class TurnAbandoned(Exception):
+    """`still_wanted` said no: the turn stops where it is."""
+
+
 def run_agent_loop(
     *,
     ctx: TurnContext,
@@ -68,6 +72,7 @@ def run_agent_loop(
     execute: Execute,
     emit: Emit,
     max_steps: int,
+    still_wanted: Callable[[], bool] | None = None,
 ) -> LoopResult:
     """Alternate model calls and tool calls until the model answers without
     tools or `max_steps` model calls were made. Exceptions from `execute`
@@ -75,7 +80,14 @@ def run_agent_loop(
     turn and the tool result never reaches the model."""
     new: list[dict] = []
 
+    def check() -> None:
+        # E.g. the owner deleted the conversation: stop before the next
+        # model or tool call rather than finish a turn nobody may see.
+        if still_wanted is not None and not still_wanted():
+            raise TurnAbandoned
+
     for _step in range(max_steps):
+        check()
         stream = TokenSafeStream(lambda text: emit("message.delta", {"text": text}))
         reply = client.complete(messages=messages + new, tools=tools, on_delta=stream.feed)
         stream.flush()
@@ -84,6 +96,7 @@ def run_agent_loop(
             emit("message.completed", {"text": reply.content})
             return LoopResult(new_messages=new, final_text=reply.content, step_limit_hit=False)
         for call in reply.tool_calls:
+            check()
             emit("tool.started", {"call_id": call.id, "tool": call.name})
             result = execute(ctx, name=call.name, arguments=call.arguments)
             emit(

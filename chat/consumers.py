@@ -84,6 +84,11 @@ class ChatConsumer(AsyncWebsocketConsumer):
             return
         await enqueue_turn(turn.pk)
 
+    async def conversation_deleted(self, message: dict) -> None:
+        """The owner deleted the conversation (chat.services.conversation_delete):
+        nothing more is sent on this socket."""
+        await self.close(code=CLOSE_FORBIDDEN)
+
     async def turn_event(self, message: dict) -> None:
         await self.send(text_data=json.dumps(message["event"], ensure_ascii=False))
 
@@ -95,7 +100,9 @@ class ChatConsumer(AsyncWebsocketConsumer):
     @database_sync_to_async
     def _start(self, text: str, model: str | None):
         with translation.override(self.language):
-            conversation = Conversation.objects.get(pk=self.conversation.pk)
+            conversation = Conversation.objects.filter(pk=self.conversation.pk).first()
+            if conversation is None:  # purged while the socket was open
+                raise TurnRefused(_("This conversation was deleted."))
             return turn_start(conversation=conversation, user=self.scope["user"], text=text, model=model)
 
     @database_sync_to_async

@@ -42,3 +42,12 @@ def make_emitter(*, group: str, turn_id: int) -> Callable[[str, dict], None]:
             logger.exception("could not publish %s for turn %s", event_type, turn_id)
 
     return emit
+
+
+def notify_conversation_deleted(*, group: str) -> None:
+    """Tell the conversation's open sockets to close (best effort, like all
+    streaming: the deletion itself is already committed)."""
+    try:
+        async_to_sync(get_channel_layer().group_send)(group, {"type": "conversation.deleted"})
+    except Exception:
+        logger.exception("could not notify %s of its deletion", group)

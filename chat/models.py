@@ -25,9 +25,11 @@ class ConversationQuerySet(models.QuerySet):
         or `deleted_days` after its owner deleted it."""
         from datetime import timedelta
 
+        # Deleting only ever shortens a conversation's life: the idle rule
+        # holds for deleted ones too.
         return self.filter(
             models.Q(deleted_at__lte=now - timedelta(days=deleted_days))
-            | models.Q(deleted_at__isnull=True, updated_at__lte=now - timedelta(days=idle_days))
+            | models.Q(updated_at__lte=now - timedelta(days=idle_days))
         )
 
 

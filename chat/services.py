@@ -18,7 +18,7 @@ from django.utils.translation import gettext as _
 
 from audit.services import AuditWriteError
 from chat import events
-from chat.agent import run_agent_loop
+from chat.agent import TurnAbandoned, run_agent_loop
 from chat.context import TurnContext
 from chat.executor import execute_tool_call
 from chat.llm import ModelError, client_for
@@ -62,6 +62,9 @@ def conversation_delete(*, conversation: Conversation) -> None:
     with transaction.atomic():
         Conversation.objects.filter(pk=conversation.pk, deleted_at__isnull=True).update(deleted_at=timezone.now())
         VaultEntry.objects.filter(conversation_id=conversation.pk).delete()
+    # Open sockets of this conversation close (a running turn stops at its
+    # next step, and its vault allocations are refused: chat.vault).
+    events.notify_conversation_deleted(group=conversation.group_name)
 
 
 def models_for_conversation(*, conversation: Conversation | None) -> list[LlmModel]:
@@ -217,7 +220,9 @@ def _run(turn: Turn) -> None:
     # 2. A conversation keeps the tier it started with (seed 002).
     with transaction.atomic():
         locked = Conversation.objects.select_for_update().get(pk=conversation.pk)
-        if locked.tier and locked.tier != resolved.tier:
+        if locked.deleted_at is not None:
+            reject_reason = _("This conversation was deleted.")
+        elif locked.tier and locked.tier != resolved.tier:
             reject_reason = _(
                 "This conversation runs on %(tier)s models. To use %(model)s, start a new conversation."
             ) % {"tier": Tier(locked.tier).label, "model": resolved.model}
@@ -277,7 +282,11 @@ def _run(turn: Turn) -> None:
             execute=execute_tool_call,
             emit=emit,
             max_steps=settings.OWLAI_AGENT_MAX_STEPS,
+            still_wanted=lambda: not Conversation.objects.filter(pk=conversation.pk, deleted_at__isnull=False).exists(),
         )
+    except TurnAbandoned:
+        _reject(turn, emit, _("This conversation was deleted."))
+        return
     except AuditWriteError:
         logger.exception("audit write failed; tool result withheld")
         _fail(turn, emit, _("The action could not be recorded in the audit log, so its result was withheld."))

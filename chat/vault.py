@@ -37,9 +37,11 @@ def _digest(conversation_id: uuid.UUID, kind: str, value: str) -> str:
 
 # Tokens known to be committed, by digest (which binds conversation, kind and
 # value), shared by every DbVault of this process: a token, once committed,
-# never changes (unique per conversation, deleted only with the
-# conversation, whose id is never reused). Filled only after commit, so a
-# rolled-back allocation can never be served. The bound keeps memory flat.
+# never means another value (unique per conversation; deleted only when the
+# conversation is deleted, after which nothing is allocated in it again, see
+# _lock_open_conversation; conversation ids are never reused). Filled only
+# after commit, so a rolled-back allocation can never be served. The bound
+# keeps memory flat.
 _COMMITTED_TOKENS: dict[str, str] = {}
 _COMMITTED_TOKENS_MAX = 50_000
 
@@ -51,6 +53,21 @@ def _remember_committed(tokens: dict[str, str]) -> None:
         _COMMITTED_TOKENS.update(tokens)
 
     transaction.on_commit(remember)
+
+
+class VaultClosed(Exception):
+    """The conversation was deleted: no new originals may be stored for it."""
+
+
+def _lock_open_conversation(conversation_id: uuid.UUID) -> None:
+    """Inside an allocation transaction: lock the conversation row (so a
+    deletion cannot commit in between) and refuse a deleted conversation.
+    A deleted conversation's vault stays empty, and token numbers can never
+    start again from 1 for other values."""
+    from chat.models import Conversation
+
+    if not Conversation.objects.select_for_update().filter(pk=conversation_id, deleted_at__isnull=True).exists():
+        raise VaultClosed(f"conversation {conversation_id} is deleted")
 
 
 class DbVault:
@@ -104,6 +121,7 @@ class DbVault:
         for kind, items in by_kind.items():
             try:
                 with transaction.atomic():
+                    _lock_open_conversation(self.conversation_id)
                     top = (
                         VaultEntry.objects.filter(conversation_id=self.conversation_id, kind=kind).aggregate(
                             top=Max("number")
@@ -136,6 +154,7 @@ class DbVault:
         for _attempt in range(5):
             try:
                 with transaction.atomic():
+                    _lock_open_conversation(self.conversation_id)
                     top = VaultEntry.objects.filter(conversation_id=self.conversation_id, kind=kind).aggregate(
                         top=Max("number")
                     )["top"]

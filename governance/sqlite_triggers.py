@@ -37,23 +37,38 @@ def revision_trigger_statements() -> list[str]:
     ]
 
 
+# Each group of triggers belongs to the migration that first created it: a
+# database migrated back before that migration must not get them (its tables
+# may lack the columns they name).
+AUDIT_MIGRATION = ("audit", "0003_append_only_guards_and_search_indexes")
+EXPOSURE_MIGRATION = ("governance", "0003_exposure_one_way_and_search_index")
+REVISION_MIGRATION = ("governance", "0005_classification_revision")
+
+
 def ensure_sqlite_triggers(connection) -> int:
-    """Create every missing trigger whose table exists; returns how many
-    statements ran. A no-op on other databases."""
+    """(Re)create the triggers of every applied migration that defines them,
+    dropping the old definition first so a changed one takes effect; returns
+    how many triggers were installed. A no-op on other databases."""
     if connection.vendor != "sqlite":
         return 0
-    tables = set(connection.introspection.table_names())
-    wanted = [
-        *(s for s in audit_trigger_statements() if _table_of(s) in tables),
-        *(s for s in exposure_trigger_statements() if _table_of(s) in tables),
-        *(s for s in revision_trigger_statements() if {CLASSIFICATION_TABLE, REVISION_TABLE} <= tables),
-    ]
-    with connection.cursor() as cursor:
+    from django.db import transaction
+    from django.db.migrations.recorder import MigrationRecorder
+
+    applied = set(MigrationRecorder(connection).applied_migrations())
+    wanted: list[str] = []
+    if AUDIT_MIGRATION in applied:
+        wanted += audit_trigger_statements()
+    if EXPOSURE_MIGRATION in applied:
+        wanted += exposure_trigger_statements()
+    if REVISION_MIGRATION in applied:
+        wanted += revision_trigger_statements()
+    with transaction.atomic(using=connection.alias), connection.cursor() as cursor:
         for statement in wanted:
+            cursor.execute(f"DROP TRIGGER IF EXISTS {_trigger_name(statement)}")
             cursor.execute(statement)
     return len(wanted)
 
 
-def _table_of(statement: str) -> str:
-    # "... ON <table> ..." in every statement above
-    return statement.split(" ON ", 1)[1].split()[0]
+def _trigger_name(statement: str) -> str:
+    # "CREATE TRIGGER IF NOT EXISTS <name> ..." in every statement above
+    return statement.split("IF NOT EXISTS ", 1)[1].split()[0]

@@ -204,6 +204,9 @@ OWLAI_SPILL_PREVIEW_ROWS = 50
 # activity, or after the owner deleted it (hidden, and its vault gone, at once).
 OWLAI_CONVERSATION_IDLE_DAYS = env.int("OWLAI_CONVERSATION_IDLE_DAYS", default=365)
 OWLAI_CONVERSATION_DELETED_DAYS = env.int("OWLAI_CONVERSATION_DELETED_DAYS", default=30)
+if OWLAI_CONVERSATION_IDLE_DAYS < 1 or OWLAI_CONVERSATION_DELETED_DAYS < 1:
+    # 0 would purge every conversation, running turns included.
+    raise ImproperlyConfigured("OWLAI_CONVERSATION_IDLE_DAYS and OWLAI_CONVERSATION_DELETED_DAYS must be at least 1")
 # Key for encrypting stored connection DSNs (Fernet, urlsafe base64, 32 bytes).
 # Defaults to a key derived from SECRET_KEY; set it to rotate independently.
 OWLAI_FIELD_KEY = env.str("OWLAI_FIELD_KEY", default="")

@@ -91,7 +91,9 @@ def test_a_turn_running_while_its_conversation_is_deleted_leaves_no_vault_behind
 
     def run_while_the_owner_deletes(turn):
         conversation_delete(conversation=turn.conversation)
-        DbVault(turn.conversation_id).token_for("email", "late@example.com")  # the running turn masks on
+        # A row that got in anyway (the vault itself refuses allocations now,
+        # see test_the_vault_of_a_deleted_conversation_accepts_nothing).
+        VaultEntry.objects.create(conversation_id=turn.conversation_id, kind="email", number=9, digest="y" * 64)
 
     monkeypatch.setattr("chat.services._run", run_while_the_owner_deletes)
     turn_run(turn_id=turn.pk)
@@ -135,3 +137,116 @@ def test_the_purge_runs_daily_from_beat(settings):
     entry = settings.CELERY_BEAT_SCHEDULE["conversation-retention"]
     assert entry["task"] == purge_conversations.name == "chat.purge_conversations"
     assert entry["schedule"] == 24 * 3600.0
+
+
+# --- found in review: a deletion stops everything at once --------------------------
+
+
+def test_a_running_turn_stops_when_its_conversation_is_deleted(chat, personas, monkeypatch):
+    """The owner deletes while the model is working: the turn stops before its
+    next tool call (no SQL runs, nothing lands in the vault, no answer)."""
+    from chat import services as chat_services
+
+    turn = turn_start(
+        conversation=chat, user=personas.staff, text="@sales SELECT name, phone FROM customers", model=None
+    )
+    real_loop = chat_services.run_agent_loop
+
+    def owner_deletes_meanwhile(**kwargs):
+        conversation_delete(conversation=chat)
+        return real_loop(**kwargs)
+
+    monkeypatch.setattr(chat_services, "run_agent_loop", owner_deletes_meanwhile)
+    audit_rows = ToolCallAudit.objects.count()
+    turn_run(turn_id=turn.pk)
+    turn.refresh_from_db()
+    assert turn.status == TurnStatus.REJECTED
+    assert ToolCallAudit.objects.count() == audit_rows  # no tool call ran
+    assert not VaultEntry.objects.filter(conversation_id=chat.pk).exists()
+    assert not Message.objects.filter(conversation_id=chat.pk, role="assistant").exists()
+
+
+def test_the_vault_of_a_deleted_conversation_accepts_nothing(chat):
+    from chat.vault import VaultClosed
+
+    conversation_delete(conversation=chat)
+    with pytest.raises(VaultClosed):
+        DbVault(chat.pk).token_for("email", "late@example.com")
+    with pytest.raises(VaultClosed):
+        DbVault(chat.pk).prefetch([("email", "later@example.com")])
+    assert not VaultEntry.objects.filter(conversation_id=chat.pk).exists()
+
+
+def test_the_daily_purge_removes_vault_rows_left_in_deleted_conversations(chat):
+    """E.g. a worker killed mid-turn never ran its clean-up: the vault goes
+    with the next purge, not 30 days later."""
+    conversation_delete(conversation=chat)
+    VaultEntry.objects.create(conversation=chat, kind="phone", number=7, digest="x" * 64, ciphertext="opaque")
+    assert conversations_purge() == 0  # the conversation itself waits for its 30 days
+    assert not VaultEntry.objects.filter(conversation_id=chat.pk).exists()
+    assert Conversation.objects.filter(pk=chat.pk).exists()
+
+
+def test_deleting_never_extends_a_conversations_life(chat):
+    _age(chat, deleted_days_ago=5, idle_days=400)
+    assert conversations_purge() == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_turn_starting_during_the_purge_is_refused_not_lost(
+    require_postgres_app_db, personas, install_models, settings, tmp_path, monkeypatch
+):
+    """The purge locks what it deletes; a turn that starts meanwhile waits,
+    then finds the conversation gone (its message is not silently lost), and
+    the batch commits whole."""
+    import threading
+
+    from django.db import connections
+    from django.db.models import deletion
+
+    settings.VAR_DIR = tmp_path
+    doomed = conversation_create(owner=personas.staff)
+    others = [conversation_create(owner=personas.staff) for _ in range(3)]
+    for conversation in [doomed, *others]:
+        Turn.objects.create(conversation=conversation, status=TurnStatus.COMPLETED)
+        _age(conversation, idle_days=400)
+    outcome: dict = {}
+    real_related_objects = deletion.Collector.related_objects
+
+    def user_writes() -> None:
+        try:
+            turn_start(conversation=doomed, user=personas.staff, text="아직 여기 있어요", model=None)
+            outcome["turn"] = "started"
+        except TurnRefused:
+            outcome["turn"] = "refused"
+        finally:
+            connections.close_all()
+
+    def related_objects(self, *args, **kwargs):
+        if "thread" not in outcome:  # while the purge collects what to delete
+            outcome["thread"] = threading.Thread(target=user_writes)
+            outcome["thread"].start()
+            outcome["thread"].join(timeout=2)  # blocked on the purge's row lock
+        return real_related_objects(self, *args, **kwargs)
+
+    monkeypatch.setattr(deletion.Collector, "related_objects", related_objects)
+    assert conversations_purge() == 4
+    outcome["thread"].join(timeout=30)
+    assert outcome["turn"] == "refused"
+    assert not Conversation.objects.exists()
+    assert not Message.objects.filter(content="아직 여기 있어요").exists()
+    assert not Turn.objects.exists()
+
+
+def test_retention_periods_below_one_day_refuse_to_start(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("DATABASE_URL", "REDIS_URL"))}
+    env.update(OWLAI_VAR_DIR=str(tmp_path), OWLAI_CONVERSATION_IDLE_DAYS="0")
+    done = subprocess.run(
+        [sys.executable, "manage.py", "check"], env=env, capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode != 0
+    assert "OWLAI_CONVERSATION_IDLE_DAYS" in done.stderr

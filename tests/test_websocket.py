@@ -186,3 +186,21 @@ def test_a_deleted_conversation_cannot_be_connected_to(personas):
         return await communicator(conversation.pk, cookie=staff_cookie).connect()
 
     assert async_to_sync(scenario)() == (False, 4403)  # reads like an unknown one
+
+
+def test_an_open_socket_closes_when_its_conversation_is_deleted(personas):
+    from channels.db import database_sync_to_async
+
+    from chat.services import conversation_delete
+
+    staff_cookie = session_cookie(personas.staff)
+    conversation = conversation_create(owner=personas.staff)
+
+    async def scenario():
+        comm = communicator(conversation.pk, cookie=staff_cookie)
+        connected, _ = await comm.connect()
+        assert connected
+        await database_sync_to_async(conversation_delete)(conversation=conversation)
+        return await comm.receive_output(timeout=5)
+
+    assert async_to_sync(scenario)() == {"type": "websocket.close", "code": 4403}
