@@ -21,7 +21,7 @@ import pytest
 from django.conf import settings as django_settings
 from django.core.exceptions import ImproperlyConfigured
 from django.core.management import CommandError, call_command
-from django.db import connection, models
+from django.db import connection
 from django.utils import timezone
 from psycopg import sql
 
@@ -33,8 +33,9 @@ from audit.db_roles import (
     runtime_role_problems,
     setup_statements,
 )
-from audit.models import AUDIT_TABLES, AuditDigest, AuditEvent, ToolCallAudit
+from audit.models import AUDIT_TABLES
 from audit.retention import _purge_with_url, purge_expired
+from tests.support.audit_rows import placeholder_row
 
 pytestmark = [
     pytest.mark.services,
@@ -42,7 +43,6 @@ pytestmark = [
     pytest.mark.usefixtures("require_postgres_app_db"),
 ]
 
-MODEL_BY_TABLE = {m._meta.db_table: m for m in (ToolCallAudit, AuditEvent, AuditDigest)}
 OLD_DAYS, YOUNG_DAYS = 1100, 1000
 
 
@@ -61,23 +61,8 @@ def _connect(dbname: str, **overrides) -> psycopg.Connection:
 
 def insert_row(conn: psycopg.Connection, table: str, *, days_old: float = 0) -> int:
     """Insert an audit row with an explicit `created_at` (auto_now_add would overwrite it)."""
-    model = MODEL_BY_TABLE[table]
-    columns, values = [], []
-    for field in model._meta.concrete_fields:
-        if field.primary_key:
-            continue
-        if field.name == "created_at":
-            value = timezone.now() - timedelta(days=days_old)
-        elif field.has_default():
-            value = field.get_default()
-        elif field.null:
-            value = None
-        elif isinstance(field, models.IntegerField | models.FloatField):
-            value = 1
-        else:
-            value = "test"
-        columns.append(sql.Identifier(field.column))
-        values.append(field.get_db_prep_save(value, connection))
+    names, values = placeholder_row(table, days_old=days_old)
+    columns = [sql.Identifier(name) for name in names]
     query = sql.SQL("INSERT INTO {} ({}) VALUES ({}) RETURNING id").format(
         sql.Identifier(table), sql.SQL(", ").join(columns), sql.SQL(", ").join(sql.Placeholder() * len(values))
     )

@@ -11,37 +11,22 @@ from datetime import timedelta
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 from django.core.management import CommandError, call_command
-from django.db import connection, connections, models
+from django.db import connection, connections
 from django.utils import timezone
 
 from audit.db_roles import create_role_statements, enforce_runtime_db_role, setup_statements
-from audit.models import AUDIT_TABLES, AuditDigest, AuditEvent, ToolCallAudit
+from audit.models import AUDIT_TABLES
 from audit.retention import purge_expired, retention_cutoff
+from tests.support.audit_rows import MODEL_BY_TABLE, placeholder_row
 
-MODEL_BY_TABLE = {m._meta.db_table: m for m in (ToolCallAudit, AuditEvent, AuditDigest)}
 ROLES = {"owner_role": "owlai_owner", "app_role": "owlai_app", "retention_role": "owlai_retention"}
 
 
 def insert_row(table: str, *, days_old: float = 0) -> int:
     """Raw INSERT with an explicit created_at: auto_now_add would overwrite it,
     and UPDATE on audit tables is refused by the database guards."""
-    model = MODEL_BY_TABLE[table]
-    columns, values = [], []
-    for field in model._meta.concrete_fields:
-        if field.primary_key:
-            continue
-        if field.name == "created_at":
-            value = timezone.now() - timedelta(days=days_old)
-        elif field.has_default():
-            value = field.get_default()
-        elif field.null:
-            value = None
-        elif isinstance(field, models.IntegerField | models.FloatField):
-            value = 1
-        else:
-            value = "test"
-        columns.append(connection.ops.quote_name(field.column))
-        values.append(field.get_db_prep_save(value, connection))
+    names, values = placeholder_row(table, days_old=days_old)
+    columns = [connection.ops.quote_name(name) for name in names]
     placeholders = ", ".join(["%s"] * len(values))
     quoted_table = connection.ops.quote_name(table)
     with connection.cursor() as cursor:
