@@ -126,9 +126,9 @@ def run(calls: int, *, profile: bool = False) -> None:
 
     import chat.executor as executor_module
     from chat.context import TurnContext
-    from chat.db_exec import QueryResult
     from chat.services import conversation_create
     from governance.models import ColumnClassification, DbConnection, DbGrant, Role
+    from governance.sql.execute import QueryResult
 
     call_command("migrate", verbosity=0)
     user = get_user_model().objects.create_user(f"bench-{uuid.uuid4().hex[:6]}")
@@ -232,7 +232,7 @@ def component_medians(ctx, user_id: int, calls: int) -> list[tuple[str, float]]:
     """Where the time goes: each step of the executor on its own."""
     from audit.services import tool_call_audit_write
     from chat.executor import mask_sql_rows, vault_for
-    from governance.sql_guard import analyse_sql
+    from governance.sql.guard import analyse_sql
     from governance.visibility import db_access
 
     def query(i: int) -> tuple[str, list[str], list[tuple]]:

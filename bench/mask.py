@@ -1,6 +1,6 @@
 """Masking throughput: this engine's format detectors against Presidio.
 
-Every string cell of a tool result goes through `chat.masking.mask_string`
+Every string cell of a tool result goes through `governance.pii.masking.mask_string`
 before it reaches the model, so the detectors run once per cell. This bench
 builds a fixed-seed corpus of cells like those of a Korean company database
 (names, cities, amounts, dates, statuses, order codes, UUIDs, e-mails, phones,
@@ -35,7 +35,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from chat.masking import InMemoryVault, MaskCounts, mask_string  # noqa: E402
+from governance.pii.masking import InMemoryVault, MaskCounts, mask_string  # noqa: E402
 
 SEED = 20240315
 GOAL_RATE = 250_000
@@ -394,7 +394,7 @@ def run_ours(cells: list[str]) -> tuple[float, float, list[str], MaskCounts]:
 # Presidio
 # ==========================================================================
 
-# Korean phones and bank accounts, the same ideas as governance.pii_detectors,
+# Korean phones and bank accounts, the same ideas as governance.pii.detectors,
 # simplified: digit lookarounds instead of \b (Hangul is a word character),
 # and for bare account numbers an account word just before (the `regex` module,
 # which Presidio uses, allows the variable-length lookbehind).

@@ -27,18 +27,18 @@ from django.conf import settings
 from audit.models import Outcome
 from audit.services import tool_call_audit_write
 from chat.context import TurnContext
-from chat.db_exec import QueryError, execute_readonly
 from chat.document_search import search_collection
-from chat.masking import InMemoryVault, MaskCounts, Vault, mask_any, mask_rows, mask_string, mask_with
-from chat.reidentify import reidentify_sql
 from chat.tools import RUN_SQL, SEARCH_DOCUMENTS
 from chat.vault import DbVault
 from governance.models import DbConnection, DocumentCollection
+from governance.pii.lineage import classify_outputs
+from governance.pii.masking import InMemoryVault, MaskCounts, Vault, mask_any, mask_rows, mask_string, mask_with
+from governance.pii.reidentify import reidentify_sql
 from governance.schema_analysis import classification_schema, mask_stats_record
 from governance.services import GovernanceError, db_connection_dsn
-from governance.sql_guard import analyse_sql
-from governance.sql_lineage import classify_outputs
-from governance.table_access import tables_not_granted
+from governance.sql.execute import QueryError, execute_readonly
+from governance.sql.guard import analyse_sql
+from governance.sql.table_access import tables_not_granted
 from governance.visibility import DbAccess, collection_access, db_access
 
 logger = logging.getLogger(__name__)

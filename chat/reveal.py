@@ -13,10 +13,10 @@ from django.db import transaction
 
 from audit.events import audit_event_write
 from audit.models import EventKind
-from chat.masking import parse_token
 from chat.models import Conversation
 from chat.vault import DbVault
 from governance.models import Role
+from governance.pii.masking import parse_token
 
 
 @dataclass(frozen=True)

@@ -19,9 +19,9 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.db.models import Max
 
-from chat.masking import format_token, normalised_value
 from chat.models import VaultEntry
 from governance.field_crypto import SecretUnavailable, decrypt_text, encrypt_text
+from governance.pii.masking import format_token, normalised_value
 
 
 @functools.cache

@@ -6,6 +6,8 @@ from django.conf import settings
 from django.db import models
 from django.utils.translation import gettext_lazy as _
 
+from governance.sql.dialects import DIALECT_BY_ENGINE
+
 
 class Tier(models.TextChoices):
     PRIVATE = "private", _("Private (stays on-prem)")
@@ -102,11 +104,7 @@ class DbEngine(models.TextChoices):
 
 
 # sqlglot dialect for each engine: SQL is analysed in the dialect it runs in.
-SQL_DIALECT_BY_ENGINE = {
-    DbEngine.POSTGRESQL: "postgres",
-    DbEngine.MYSQL: "mysql",
-    DbEngine.SQLITE: "sqlite",
-}
+SQL_DIALECT_BY_ENGINE = DIALECT_BY_ENGINE
 
 
 class DbConnection(models.Model):
@@ -247,7 +245,7 @@ class DbGrant(models.Model):
 
 
 class PiiKindChoice(models.TextChoices):
-    """Mirrors governance.pii_detectors.PiiKind (ids) with translatable labels."""
+    """Mirrors governance.pii.detectors.PiiKind (ids) with translatable labels."""
 
     RRN = "rrn", _("Resident registration number")
     FOREIGNER_RN = "frn", _("Foreigner registration number")

@@ -17,7 +17,6 @@ from dataclasses import dataclass
 from django.db import transaction
 from django.utils import timezone
 
-from chat.db_exec import execute_readonly
 from governance.models import (
     ClassificationSource,
     ClassificationState,
@@ -25,8 +24,9 @@ from governance.models import (
     DbConnection,
     MaskStat,
 )
-from governance.pii_detectors import detect
+from governance.pii.detectors import detect
 from governance.services import db_connection_dsn
+from governance.sql.execute import execute_readonly
 
 logger = logging.getLogger(__name__)
 

@@ -22,7 +22,7 @@ from typing import NamedTuple
 from django.db import connection as db
 
 from governance.models import ClassificationRevision, DbConnection, DbGrant, DocumentCollection, Exposure, Role, Tier
-from governance.table_access import GrantScope
+from governance.sql.table_access import GrantScope
 from owlai import prepared
 
 logger = logging.getLogger(__name__)

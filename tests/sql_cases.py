@@ -1,4 +1,4 @@
-"""Case tables for the read-only SQL guard (governance.sql_guard).
+"""Case tables for the read-only SQL guard (governance.sql.guard).
 
 Shared by tests/test_sql_guard.py (parser layer) and by the end-to-end test
 that pipes the same SQL through the management command.

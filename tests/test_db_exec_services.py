@@ -9,7 +9,7 @@ import socket
 import psycopg
 import pytest
 
-from chat.db_exec import APPLICATION_NAME, SQL_MARKER, QueryError, execute_readonly
+from governance.sql.execute import APPLICATION_NAME, SQL_MARKER, QueryError, execute_readonly
 
 pytestmark = pytest.mark.services
 

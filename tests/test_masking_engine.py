@@ -1,4 +1,4 @@
-"""The masking hot path (chat.masking.mask_string, InMemoryVault) against a
+"""The masking hot path (governance.pii.masking.mask_string, InMemoryVault) against a
 plain reference: the straightforward implementation it replaced (detect() +
 mask_text with a closure, Enum lookups, normalise(PiiKind(kind), ...) for
 every value). Pure functions, no DB."""
@@ -12,7 +12,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from chat.masking import (
+from governance.pii.detectors import PiiKind, mask_text, normalise
+from governance.pii.masking import (
     InMemoryVault,
     MaskCounts,
     format_token,
@@ -22,7 +23,6 @@ from chat.masking import (
     replace_tokens,
     tokens_in,
 )
-from governance.pii_detectors import PiiKind, mask_text, normalise
 
 FAST = settings(max_examples=200, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from chat.masking import InMemoryVault, mask_string, normalised_value, replace_tokens, tokens_in
+from governance.pii.masking import InMemoryVault, mask_string, normalised_value, replace_tokens, tokens_in
 
 phones = st.builds(
     lambda a, b, c, sep: f"{a}{sep}{b:04d}{sep}{c:04d}",

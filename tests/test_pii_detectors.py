@@ -1,4 +1,4 @@
-"""Tests for the PII format detectors (governance.pii_detectors). Pure functions, no DB."""
+"""Tests for the PII format detectors (governance.pii.detectors). Pure functions, no DB."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import governance.pii_detectors as pii
-from governance.pii_detectors import Detection, PiiKind, detect, mask_text, normalise
+import governance.pii.detectors as pii
+from governance.pii.detectors import Detection, PiiKind, detect, mask_text, normalise
 
 K = PiiKind
 

@@ -395,7 +395,7 @@ def test_mask_statistics_add_up_in_one_statement(world):
     from django.test.utils import CaptureQueriesContext
     from django.utils import timezone
 
-    from chat.masking import MaskCounts
+    from governance.pii.masking import MaskCounts
     from governance.schema_analysis import mask_stats_record
 
     crm = world["crm"]

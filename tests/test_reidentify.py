@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from chat.masking import InMemoryVault
-from chat.reidentify import reidentify_sql
+from governance.pii.masking import InMemoryVault
+from governance.pii.reidentify import reidentify_sql
 
 
 @pytest.fixture

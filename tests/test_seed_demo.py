@@ -11,10 +11,10 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
 
-from chat.db_exec import execute_readonly
 from governance.demo_company import REFERENCE_DATE, REPEAT_REFUNDERS, build_demo_company_db
 from governance.models import DbConnection, DbGrant, Feature, FeatureDefault, LlmModel, Role
 from governance.services import db_connection_dsn, feature_default_set
+from governance.sql.execute import execute_readonly
 from owlai.install_config import InstallConfig, ModelSpec, ProviderSpec
 
 TABLES = ("customers", "consultations", "orders")

@@ -9,8 +9,8 @@ import pytest
 import sqlglot.parser
 from sqlglot import exp
 
-from governance import sql_guard
-from governance.sql_guard import SUPPORTED_DIALECTS, SqlVerdict, analyse_sql
+from governance.sql import guard as sql_guard
+from governance.sql.guard import SUPPORTED_DIALECTS, SqlVerdict, analyse_sql
 from tests.sql_cases import MUST_ALLOW, MUST_DENY
 
 

@@ -1,4 +1,4 @@
-"""Tests for governance.sql_lineage: which output columns of a query are
+"""Tests for governance.pii.lineage: which output columns of a query are
 derived from personal data and must be masked whole. Pure: no database."""
 
 from __future__ import annotations
@@ -7,9 +7,9 @@ import re
 
 import pytest
 
-from governance import sql_lineage
-from governance.pii_detectors import PiiKind
-from governance.sql_lineage import OutputColumn, classify_outputs
+from governance.pii import lineage as sql_lineage
+from governance.pii.detectors import PiiKind
+from governance.pii.lineage import OutputColumn, classify_outputs
 
 SCHEMA: dict[str, dict[str, str | None]] = {
     "customers": {"id": None, "name": "name", "phone": "phone", "email": "email", "city": None, "grade": None},

@@ -6,7 +6,7 @@ import sys
 
 from django.core.management.base import BaseCommand
 
-from chat.masking import InMemoryVault, mask_string
+from governance.pii.masking import InMemoryVault, mask_string
 
 
 class Command(BaseCommand):

@@ -55,7 +55,7 @@ def demo_db_path() -> Path:
 def sqlite_dsn(path: Path) -> str:
     """SQLAlchemy-style URL of an absolute path: `sqlite:////abs/path` (four slashes).
 
-    `chat.db_exec._sqlite_path` strips `sqlite:///` and unquotes the rest, so
+    `governance.sql.execute._sqlite_path` strips `sqlite:///` and unquotes the rest, so
     the absolute path keeps its own leading slash.
     """
     return "sqlite:///" + quote(path.as_posix(), safe="/")

@@ -13,7 +13,7 @@ import sys
 
 from django.core.management.base import BaseCommand
 
-from governance.sql_guard import SUPPORTED_DIALECTS, analyse_sql
+from governance.sql.guard import SUPPORTED_DIALECTS, analyse_sql
 
 
 class Command(BaseCommand):

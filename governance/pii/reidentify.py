@@ -15,7 +15,7 @@ from collections.abc import Callable
 from sqlglot.dialects.dialect import Dialect
 from sqlglot.tokens import TokenType
 
-from chat.masking import TOKEN_PATTERN, replace_tokens
+from governance.pii.masking import TOKEN_PATTERN, replace_tokens
 
 
 def _quote(value: str, dialect: str) -> str:

@@ -79,10 +79,8 @@ from sqlglot.optimizer.qualify import qualify
 from sqlglot.optimizer.scope import Scope, traverse_scope
 from sqlglot.schema import MappingSchema
 
-SUPPORTED_DIALECTS = ("postgres", "mysql", "sqlite")
+from governance.sql.dialects import SUPPORTED_DIALECTS, dialect_of
 
-# Callers may pass the engine name rather than sqlglot's dialect name.
-_DIALECT_ALIASES = {"postgresql": "postgres", "sqlite3": "sqlite", "mariadb": "mysql"}
 _DIALECTS: dict[str, Dialect] = {name: Dialect.get_or_raise(name) for name in SUPPORTED_DIALECTS}
 
 # "Most severe first" when an output derives from several kinds: identity
@@ -399,10 +397,17 @@ _WORD = re.compile(r"[^\W\d][\w$]*")
 # --------------------------------------------------------------------------
 
 
+def _dialect_or_same(name: str) -> str:
+    try:
+        return dialect_of(name)
+    except ValueError:
+        return str(name).lower()  # unknown: the classifier's parse fails and masks everything
+
+
 class _Classifier:
     def __init__(self, sql: str, dialect: str, schema: Mapping, n_columns: int | None) -> None:
         self.sql = sql
-        self.dialect = _DIALECT_ALIASES.get(str(dialect).lower(), str(dialect).lower())
+        self.dialect = _dialect_or_same(dialect)
         self.index = _SchemaIndex(schema)
         self.n_columns = n_columns if isinstance(n_columns, int) and n_columns >= 0 else None
         # Lineage walk state.

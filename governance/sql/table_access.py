@@ -11,11 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-DEFAULT_SCHEMAS_BY_DIALECT: dict[str, frozenset[str]] = {
-    "postgres": frozenset({"public"}),
-    "sqlite": frozenset({"main"}),
-    "mysql": frozenset(),
-}
+from governance.sql.dialects import DEFAULT_SCHEMAS as DEFAULT_SCHEMAS_BY_DIALECT
 
 
 def normalise_table(name: str, default_schemas: frozenset[str]) -> str:

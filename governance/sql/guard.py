@@ -48,7 +48,7 @@ from sqlglot.dialects.dialect import Dialect
 from sqlglot.errors import ParseError, TokenError
 from sqlglot.tokens import Token, TokenType
 
-SUPPORTED_DIALECTS = ("postgres", "mysql", "sqlite")
+from governance.sql.dialects import SUPPORTED_DIALECTS
 
 
 @dataclass(frozen=True)

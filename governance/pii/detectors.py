@@ -29,7 +29,7 @@ Public API
     addresses casefolded with single spaces. Full-width characters are folded.
 ``detect_spans(text) -> list[tuple[str, int, int, float]]``
     ``detect`` as plain tuples ``(kind id, start, end, confidence)``, for hot
-    paths (chat.masking): no Detection objects, no Enum lookups.
+    paths (governance.pii.masking): no Detection objects, no Enum lookups.
 ``NORMALISERS``
     ``{kind id: normaliser}``, the functions ``normalise`` dispatches to.
 ``mask_text(text, replace) -> str``
@@ -158,7 +158,7 @@ _LABELS = {
 }
 
 # The machine ids as plain ``str`` constants: the hot path (detection here,
-# token lookup in chat.masking) works on these, never on Enum attributes
+# token lookup in governance.pii.masking) works on these, never on Enum attributes
 # (``PiiKind.PHONE.value`` is a descriptor call). ``PiiKind`` is a ``str``
 # enum, so ``PiiKind.PHONE == _PHONE`` and both hash alike.
 _RRN = PiiKind.RRN.value

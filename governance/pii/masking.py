@@ -20,7 +20,7 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from governance.pii_detectors import NORMALISERS, PiiKind, detect_spans
+from governance.pii.detectors import NORMALISERS, PiiKind, detect_spans
 
 LABEL_BY_KIND: dict[str, str] = {kind.value: kind.label for kind in PiiKind}
 KIND_BY_LABEL: dict[str, str] = {label: kind for kind, label in LABEL_BY_KIND.items()}
