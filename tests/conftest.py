@@ -18,6 +18,8 @@ from pathlib import Path
 import pytest
 from django.conf import settings
 
+from tests.support.customer_dbs import mysql_customer_db, pg_customer_db, sqlite_customer_db  # noqa: F401 (fixtures)
+
 REQUIRE_SERVICES = os.environ.get("OWLAI_REQUIRE_SERVICES") == "1"
 PG_ADMIN_URL = os.environ.get("OWLAI_TEST_PG_ADMIN_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
 
