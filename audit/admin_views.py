@@ -1,4 +1,4 @@
-"""Admin view events, by declaration (seed 003: an admin opening others'
+"""Admin view events, by declaration (an admin opening others'
 records is itself on the record).
 
     class MyAdmin(AuditedViewsMixin, admin.ModelAdmin):

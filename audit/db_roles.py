@@ -1,4 +1,4 @@
-"""PostgreSQL roles that make the audit trail append-only (seed 003).
+"""PostgreSQL roles that make the audit trail append-only.
 
 Application code promising not to rewrite audit rows is not enough: anyone who
 gets the application's database credentials (a bug, an injected query, an

@@ -1,4 +1,4 @@
-"""Recording administrative events (seed 003): views of others' records,
+"""Recording administrative events: views of others' records,
 permission and settings changes, analyses started, reveals, exports.
 
 One function, `audit_event_write`, used by the admin, services and views.

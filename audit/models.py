@@ -1,7 +1,7 @@
 """Append-only audit records.
 
 No foreign keys to what they describe: rows must outlive users, connections
-and conversations (seed 003). Values, never results, are recorded.
+and conversations. Values, never results, are recorded.
 """
 
 from __future__ import annotations
@@ -74,7 +74,7 @@ class EventKind(models.TextChoices):
 
 
 class AuditEvent(models.Model):
-    """Administrative events: who looked at or changed what (seed 003).
+    """Administrative events: who looked at or changed what.
 
     Describes resources by kind and id, never by foreign key, and never holds
     the content that was viewed or revealed.

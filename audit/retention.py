@@ -1,4 +1,4 @@
-"""Deleting audit rows past retention (seed 003): the only deletion the trail allows.
+"""Deleting audit rows past retention: the only deletion the trail allows.
 
 On PostgreSQL the purge connects as the retention role
 (``OWLAI_RETENTION_DATABASE_URL``): the application role has no DELETE right

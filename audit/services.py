@@ -54,7 +54,7 @@ def tool_call_audit_write(
             resource_name=resource_name,
             outcome=outcome,
             reason=reason[:2000],
-            # Row counts describe successful reads only (seed 003).
+            # Row counts describe successful reads only.
             row_count=row_count if outcome == Outcome.SUCCESS else None,
             sql_text=sql_text,
             sql_truncated=truncated,

@@ -1,5 +1,5 @@
 """Conversations in the admin: metadata only. The admin never shows message
-content (seed 003: auditing must not become a way to read others' chats)."""
+content (auditing must not become a way to read others' chats)."""
 
 from django.contrib import admin
 

@@ -18,7 +18,6 @@ import re
 import time
 import uuid
 from dataclasses import dataclass
-from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -31,12 +30,13 @@ from chat.document_search import search_collection
 from chat.tools import RUN_SQL, SEARCH_DOCUMENTS
 from chat.vault import DbVault
 from governance.models import DbConnection, DocumentCollection
+from governance.pii.known_values import EMPTY, KnownValues
 from governance.pii.lineage import classify_outputs
 from governance.pii.masking import InMemoryVault, MaskCounts, Vault, mask_any, mask_rows, mask_string, mask_with
-from governance.pii.reidentify import reidentify_sql
+from governance.pii.reidentify import Reidentified, ReidentifyError, reidentify_sql
 from governance.schema_analysis import classification_schema, mask_stats_record
 from governance.services import GovernanceError, db_connection_dsn
-from governance.sql.execute import QueryError, execute_readonly
+from governance.sql.execute import QueryError, account_risks, execute_readonly, statement_words
 from governance.sql.guard import analyse_sql
 from governance.sql.table_access import tables_not_granted
 from governance.visibility import DbAccess, collection_access, db_access
@@ -76,54 +76,61 @@ def _run_sql(ctx: TurnContext, raw_arguments: str) -> ToolResult:
     connection: DbConnection | None = None
     sql = ""
     tables: tuple[str, ...] = ()
+    vault = vault_for(ctx)
+    known = EMPTY
     try:
         args = _parse_arguments(raw_arguments)
         sql = args.get("sql") if isinstance(args.get("sql"), str) else ""
         connection, scope, revision = _visible_connection(ctx, args.get("connection"))
         if not sql.strip():
             raise _Refused("sql is empty")
-        verdict = analyse_sql(sql, connection.sql_dialect)
+        dialect = connection.sql_dialect
+        verdict = analyse_sql(sql, dialect)
         tables = verdict.tables
         if not verdict.allowed:
             raise _Refused(f"not a read-only query: {verdict.reason}")
-        missing = tables_not_granted(tables, scope, connection.sql_dialect)
+        missing = tables_not_granted(tables, scope, dialect)
         if missing:
             raise _Refused(f"no permission to read table(s): {', '.join(missing)}")
+        known = vault.known_values()
+        executed = _reidentified(sql, dialect, vault, tables)
+        dsn = db_connection_dsn(connection=connection)
+        _require_read_only_account(connection.engine, dsn)
     except _Refused as refused:
+        # A reason may quote the statement, whose literals may be values.
+        reason = mask_string(str(refused), vault, known=known)
         _audit_sql(
             ctx,
             connection,
             sql,
             tables,
             Outcome.DENIED,
-            str(refused),
+            reason,
             started,
             raw_name=_name_of(raw_arguments, "connection"),
         )
-        return _refusal(str(refused))
+        return _refusal(reason)
     except Exception:
         # A crash inside a decision is a refusal, never a pass.
         logger.exception("tool check failed; refusing")
         _audit_sql(ctx, connection, sql, tables, Outcome.DENIED, "internal error during checks", started)
         return _refusal("the call could not be checked and was refused")
 
-    vault = vault_for(ctx)
     try:
-        dsn = db_connection_dsn(connection=connection)
-        # Tokens of this conversation inside string literals go back to their
-        # originals for the database only; the audit row keeps `sql` as written.
-        executed_sql = reidentify_sql(sql, connection.sql_dialect, vault.original_for)
         result = execute_readonly(
             engine=connection.engine,
             dsn=dsn,
-            sql=executed_sql,
+            sql=executed.sql,
             row_cap=connection.row_cap,
             timeout_ms=connection.statement_timeout_ms,
+            schemas=connection_schemas(connection),
+            # An error may quote back the statement's identifiers, never its literals.
+            allowed_words=statement_words(sql, dialect),
         )
     except (QueryError, GovernanceError) as exc:
-        # A database error can quote values (even a re-identified original):
-        # it is masked before the audit row and the model see it.
-        message = mask_string(str(exc), vault)
+        # The message is already value-free (quoted parts elided); what is
+        # left still goes through the known values and the detectors.
+        message = mask_string(str(exc), vault, known=known)
         _audit_sql(ctx, connection, sql, tables, Outcome.FAILED, message, started)
         return ToolResult(
             content=json.dumps({"error": f"query failed: {message}"}, ensure_ascii=False), outcome=Outcome.FAILED
@@ -136,13 +143,23 @@ def _run_sql(ctx: TurnContext, raw_arguments: str) -> ToolResult:
     # The row is written before the result exists for the model; if this
     # raises, the result is dropped with the exception (fail closed).
     _audit_sql(ctx, connection, sql, tables, Outcome.SUCCESS, "", started, row_count=len(result.rows))
-    # Then, in this order (seed 000): binary -> size marker, credentialed URLs
-    # -> short references, personal data -> tokens, big results -> spill file.
+    # Then, in this order: binary -> size marker, credentialed URLs -> short
+    # references, known values and personal data -> tokens, big results -> spill file.
     rows = [[shorten_credentialed_urls(sanitise_value(v)) for v in row] for row in result.rows]
-    rows = mask_sql_rows(ctx, connection, sql, result.columns, rows, vault, revision=revision)
+    rows = mask_sql_rows(
+        ctx,
+        connection,
+        executed.sql,
+        result.columns,
+        rows,
+        vault,
+        revision=revision,
+        known=known,
+        tainted_literals=executed.substituted,
+    )
     payload = {
         "connection": connection.name,
-        "columns": result.columns,
+        "columns": mask_any(result.columns, vault, known=known),
         "rows": rows,
         "row_count": len(result.rows),
         "truncated": result.truncated,
@@ -150,6 +167,51 @@ def _run_sql(ctx: TurnContext, raw_arguments: str) -> ToolResult:
     if result.truncated:
         payload["note"] = f"only the first {connection.row_cap} rows are shown; aggregate in SQL instead"
     return ToolResult(content=spill_if_large(ctx, payload), outcome=Outcome.SUCCESS, row_count=len(result.rows))
+
+
+def _reidentified(sql: str, dialect: str, vault: Vault, tables: tuple[str, ...]) -> Reidentified:
+    """This conversation's tokens in string literals become originals in the
+    parsed tree; the rendering is checked again and is what runs."""
+    try:
+        executed = reidentify_sql(sql, dialect, vault.original_for)
+    except ReidentifyError as error:
+        raise _Refused(str(error)) from error
+    if executed.changed:
+        again = analyse_sql(executed.sql, dialect)
+        if not again.allowed or set(again.tables) != set(tables):
+            raise _Refused(
+                "the query with the masked values filled in did not pass the checks; compare with the value "
+                "differently (e.g. without a trailing backslash)"
+            )
+    return executed
+
+
+# Account hygiene is checked once per DSN per process for this long: a DBA
+# who grants superuser later is caught within minutes, without a query per call.
+_ACCOUNT_CHECK_SECONDS = 300
+_ACCOUNT_CHECKS: dict[str, tuple[float, tuple[str, ...]]] = {}
+
+
+def _require_read_only_account(engine: str, dsn: str) -> None:
+    key = hashlib.sha256(f"{engine}\x00{dsn}".encode()).hexdigest()
+    checked = _ACCOUNT_CHECKS.get(key)
+    if checked is None or time.monotonic() - checked[0] > _ACCOUNT_CHECK_SECONDS:
+        try:
+            risks = tuple(account_risks(engine=engine, dsn=dsn))
+        except QueryError as error:
+            raise _Refused(f"the connection's account could not be checked ({error.error_class or 'error'})") from error
+        _ACCOUNT_CHECKS[key] = checked = (time.monotonic(), risks)
+    if checked[1]:
+        raise _Refused(
+            "the connection's database account may do more than read ("
+            + ", ".join(checked[1])
+            + "); an admin must give it an account with only SELECT on its schemas"
+        )
+
+
+def connection_schemas(connection: DbConnection) -> tuple[str, ...]:
+    """The schemas the connection's unqualified names resolve to (search_path)."""
+    return tuple(name for name in (getattr(connection, "schemas", None) or ()) if isinstance(name, str) and name)
 
 
 def vault_for(ctx: TurnContext) -> Vault:
@@ -165,12 +227,21 @@ def mask_sql_rows(
     vault: Vault,
     *,
     revision: str | None = None,
+    known: KnownValues = EMPTY,
+    tainted_literals: dict[str, str] | None = None,
 ) -> list:
-    """Classified columns (via lineage) are masked whole; the detectors run over
-    every other string. Lineage failures mask more, never less. `revision`:
-    the classification revision read with the grant (the schema cache key)."""
+    """Columns derived from personal data (lineage taint, including the
+    originals substituted into `sql`) are masked whole; known values and the
+    detectors run over every other string. Lineage failures mask more, never
+    less. `sql` is the statement that ran. `revision`: the classification
+    revision read with the grant (the schema cache key)."""
     schema = classification_schema(connection=connection, revision=revision)
-    outputs = aligned_outputs(classify_outputs(sql, connection.sql_dialect, schema, n_columns=len(columns)), columns)
+    outputs = aligned_outputs(
+        classify_outputs(
+            sql, connection.sql_dialect, schema, n_columns=len(columns), tainted_literals=tainted_literals or None
+        ),
+        columns,
+    )
     column_kinds = {o.index: o.pii_kind for o in outputs if o.pii_kind}
     if len(outputs) != len(columns):
         # No usable lineage at all: mask every column when the connection has
@@ -182,7 +253,7 @@ def mask_sql_rows(
     counts = MaskCounts()
     masked = mask_with(
         vault,
-        lambda v, c: mask_rows(rows, column_kinds=column_kinds, column_origins=origins, vault=v, counts=c),
+        lambda v, c: mask_rows(rows, column_kinds=column_kinds, column_origins=origins, vault=v, counts=c, known=known),
         counts,
     )
     if counts:
@@ -336,9 +407,11 @@ def _search_documents(ctx: TurnContext, raw_arguments: str) -> ToolResult:
     _audit_search(ctx, collection, Outcome.SUCCESS, "", started, row_count=len(hits))
     hits_payload = [{"title": h.title, "text": shorten_credentialed_urls(h.text)} for h in hits]
     counts = MaskCounts()
+    vault = vault_for(ctx)
+    known = vault.known_values()
     payload = {
         "collection": collection.name,
-        "hits": mask_with(vault_for(ctx), partial(mask_any, hits_payload), counts),
+        "hits": mask_with(vault, lambda v, c: mask_any(hits_payload, v, c, known=known), counts),
     }
     return ToolResult(content=spill_if_large(ctx, payload), outcome=Outcome.SUCCESS, row_count=len(hits))
 

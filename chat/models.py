@@ -43,7 +43,7 @@ class Conversation(models.Model):
     model = models.ForeignKey(
         LlmModel, on_delete=models.SET_NULL, null=True, blank=True, related_name="+", verbose_name=_("model")
     )
-    # Pinned by the first turn that starts; never changes afterwards (seed 002).
+    # Pinned by the first turn that starts; never changes afterwards.
     tier = models.CharField(_("tier"), max_length=10, choices=Tier.choices, blank=True)
     created_at = models.DateTimeField(_("created"), auto_now_add=True)
     # Last activity: every turn saves the conversation (the idle purge counts from here).

@@ -1,4 +1,4 @@
-"""Conversation retention (seed 003): a conversation is purged one year after
+"""Conversation retention: a conversation is purged one year after
 its last activity, or thirty days after its owner deleted it. Purging removes
 its turns, messages, token vault and spill files; the audit rows of what it
 touched stay (they refer to it by value, and have their own, longer,

@@ -1,4 +1,4 @@
-"""Revealing a token's original to a person allowed to see it (seed 000).
+"""Revealing a token's original to a person allowed to see it.
 
 Only the conversation's owner, and only with a role that may view raw
 personal data; every attempt is an audit event with who, when, which

@@ -52,7 +52,7 @@ def conversation_create(*, owner: AbstractBaseUser, title: str = "", model: LlmM
 
 
 def conversation_delete(*, conversation: Conversation) -> None:
-    """The owner deletes a conversation (seed 003): it disappears from their
+    """The owner deletes a conversation: it disappears from their
     list and API at once, and its token vault (the originals behind its
     tokens) is deleted at once; messages and spill files stay until the
     purge `OWLAI_CONVERSATION_DELETED_DAYS` later (chat.retention). Audit
@@ -217,7 +217,7 @@ def _run(turn: Turn) -> None:
         _reject(turn, emit, _("No usable model could be determined for this turn."))
         return
 
-    # 2. A conversation keeps the tier it started with (seed 002).
+    # 2. A conversation keeps the tier it started with.
     with transaction.atomic():
         locked = Conversation.objects.select_for_update().get(pk=conversation.pk)
         if locked.deleted_at is not None:

@@ -27,7 +27,7 @@ def run_turn(turn_id: int) -> None:
 
 @shared_task(name="chat.purge_conversations", ignore_result=True)
 def purge_conversations() -> int:
-    """Daily (beat): conversations past their retention go (seed 003)."""
+    """Daily (beat): conversations past their retention go."""
     from chat.retention import conversations_purge
 
     return conversations_purge()

@@ -1,4 +1,4 @@
-"""The per-conversation token vault in the database (seed 000).
+"""The per-conversation token vault in the database.
 
 Originals are encrypted at rest (Fernet, `governance.field_crypto`) and found
 by a keyed digest of the normalised value, so the table never holds a value
@@ -12,7 +12,9 @@ from __future__ import annotations
 import functools
 import hashlib
 import hmac
+import threading
 import uuid
+from collections import OrderedDict
 from collections.abc import Iterable
 
 from django.conf import settings
@@ -21,6 +23,7 @@ from django.db.models import Max
 
 from chat.models import VaultEntry
 from governance.field_crypto import SecretUnavailable, decrypt_text, encrypt_text
+from governance.pii.known_values import KnownValues
 from governance.pii.masking import format_token, normalised_value
 
 
@@ -53,6 +56,57 @@ def _remember_committed(tokens: dict[str, str]) -> None:
         _COMMITTED_TOKENS.update(tokens)
 
     transaction.on_commit(remember)
+
+
+class _KnownCache:
+    """Per process: the decrypted originals of recently used conversations and
+    the automaton over them, extended with the rows added since the last call
+    (vault rows are never changed, only added, and deleted with the whole
+    conversation). Bounded: the least recently used conversation goes first."""
+
+    MAX_CONVERSATIONS = 32
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        # conversation id -> (last row id seen, [(original, kind, token)], matcher)
+        self._entries: OrderedDict[uuid.UUID, tuple[int, list[tuple[str, str, str]], KnownValues]] = OrderedDict()
+
+    def matcher(self, conversation_id: uuid.UUID) -> KnownValues:
+        with self._lock:
+            last_id, triples, matcher = self._entries.get(conversation_id, (0, [], KnownValues(())))
+        rows = list(
+            VaultEntry.objects.filter(conversation_id=conversation_id, id__gt=last_id)
+            .order_by("id")
+            .values_list("id", "kind", "number", "ciphertext")
+        )
+        if rows:
+            triples = list(triples)
+            for row_id, kind, number, ciphertext in rows:
+                try:
+                    original = decrypt_text(ciphertext)
+                except SecretUnavailable:
+                    continue  # cannot be read back: cannot be searched for either; detectors still run
+                triples.append((original, kind, format_token(kind, number)))
+                last_id = max(last_id, row_id)
+            matcher = KnownValues(triples)
+        with self._lock:
+            self._entries[conversation_id] = (last_id, triples, matcher)
+            self._entries.move_to_end(conversation_id)
+            while len(self._entries) > self.MAX_CONVERSATIONS:
+                self._entries.popitem(last=False)
+        return matcher
+
+    def forget(self, conversation_id: uuid.UUID) -> None:
+        with self._lock:
+            self._entries.pop(conversation_id, None)
+
+
+_KNOWN = _KnownCache()
+
+
+def forget_known_values(conversation_id: uuid.UUID) -> None:
+    """Drop a conversation's decrypted originals from this process (its vault is gone)."""
+    _KNOWN.forget(conversation_id)
 
 
 class VaultClosed(Exception):
@@ -173,6 +227,10 @@ class DbVault:
                 if existing is not None:
                     return existing.number
         raise RuntimeError("could not allocate a token number")
+
+    def known_values(self) -> KnownValues:
+        """Every original this conversation's vault holds, as one matcher."""
+        return _KNOWN.matcher(self.conversation_id)
 
     def original_for(self, kind: str, number: int) -> str | None:
         entry = VaultEntry.objects.filter(conversation_id=self.conversation_id, kind=kind, number=number).first()

@@ -5,6 +5,7 @@ Writes go through governance.services so the rules hold however a change is made
 
 from __future__ import annotations
 
+import os
 from datetime import timedelta
 
 from django import forms
@@ -37,12 +38,15 @@ from governance.models import (
 from governance.schema_analysis import column_classification_set, schema_analysis_start
 from governance.services import (
     GovernanceError,
+    db_connection_account_check,
+    db_connection_dsn,
     db_connection_set_stored_dsn,
     feature_default_set,
     model_set_enabled,
     role_grants_snapshot,
     role_permission_change_record,
 )
+from governance.sql.execute import QueryError
 
 
 class ReadOnlyModelsInline(admin.TabularInline):
@@ -155,7 +159,23 @@ class DbConnectionForm(forms.ModelForm):
         has_stored = bool(self.instance.pk and self.instance.dsn_encrypted)
         if not cleaned.get("dsn_env") and not cleaned.get("stored_dsn") and not has_stored:
             raise forms.ValidationError(_("Give either a DSN environment variable or a stored DSN."))
+        self._check_account(cleaned)
         return cleaned
+
+    def _check_account(self, cleaned: dict) -> None:
+        """A DSN whose account may do more than read is refused here; one that
+        cannot be reached now is saved (the executor checks again before every
+        use and refuses then)."""
+        dsn = cleaned.get("stored_dsn") or (os.environ.get(cleaned["dsn_env"]) if cleaned.get("dsn_env") else "")
+        engine = cleaned.get("engine")
+        if not dsn or not engine:
+            return
+        try:
+            db_connection_account_check(engine=engine, dsn=dsn)
+        except GovernanceError as refused:
+            raise forms.ValidationError(str(refused)) from refused
+        except QueryError:
+            pass
 
 
 def _refuse_closing(form: forms.ModelForm) -> None:
@@ -218,9 +238,27 @@ class DbConnectionAdmin(ExposureAdminMixin, admin.ModelAdmin):
 
     @admin.action(description=_("Analyse schema (classify personal data columns)"))
     def analyse_schema(self, request, queryset) -> None:
+        started = 0
         for connection in queryset:
+            # Checked here too, so the admin reads the refusal now rather than
+            # in a worker's log (the analysis itself refuses as well).
+            try:
+                db_connection_account_check(engine=connection.engine, dsn=db_connection_dsn(connection=connection))
+            except GovernanceError as refused:
+                self.message_user(request, f"{connection.name}: {refused}", level=messages.ERROR)
+                continue
+            except QueryError as error:
+                self.message_user(
+                    request,
+                    _("%(name)s: the database could not be reached (%(error)s).")
+                    % {"name": connection.name, "error": error},
+                    level=messages.ERROR,
+                )
+                continue
             schema_analysis_start(connection=connection, request=request)
-        self.message_user(request, _("Schema analysis started."), level=messages.INFO)
+            started += 1
+        if started:
+            self.message_user(request, _("Schema analysis started."), level=messages.INFO)
 
     list_display = ("name", "engine", "exposure", "dsn_source", "row_cap", "statement_timeout_ms")
     list_filter = ("engine", "exposure")

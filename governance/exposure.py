@@ -1,4 +1,4 @@
-"""Resource exposure (seed 002): `all_models` or `internal_only`.
+"""Resource exposure: `all_models` or `internal_only`.
 
 Opening a resource to all models is one-way: while it was open its data may
 have reached external models, so calling it internal-only again would make

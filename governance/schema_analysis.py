@@ -1,6 +1,6 @@
 """Schema analysis: which columns of a customer database hold personal data.
 
-Classification is by rule, never by a model (seed 000): the column name
+Classification is by rule, never by a model: the column name
 (Korean and English hints) and a bounded sample of values run through the
 format detectors. A re-scan never overrides an admin's manual classification.
 The analysis reads through the read-only execution layer and, being no one's
@@ -25,7 +25,7 @@ from governance.models import (
     MaskStat,
 )
 from governance.pii.detectors import detect
-from governance.services import db_connection_dsn
+from governance.services import db_connection_account_check, db_connection_dsn
 from governance.sql.execute import execute_readonly
 
 logger = logging.getLogger(__name__)
@@ -165,8 +165,10 @@ def _quote_identifier(name: str, engine: str) -> str:
 
 
 def analyse_connection(connection: DbConnection) -> dict[tuple[str, str], tuple[str, ColumnVerdict, int]]:
-    """(table, column) -> (data type, verdict, sample size), read-only."""
+    """(table, column) -> (data type, verdict, sample size), read-only.
+    Refuses (GovernanceError) a DSN whose account may do more than read."""
     dsn = db_connection_dsn(connection=connection)
+    db_connection_account_check(engine=connection.engine, dsn=dsn)
     timeout = connection.statement_timeout_ms
     columns = execute_readonly(
         engine=connection.engine, dsn=dsn, sql=_COLUMNS_SQL[connection.engine], row_cap=20_000, timeout_ms=timeout

@@ -151,6 +151,24 @@ def role_permission_change_record(*, role_id, role_name: str, before: RoleGrants
     )
 
 
+def db_connection_account_check(*, engine: str, dsn: str) -> None:
+    """Refuse a DSN whose account may do more than read: superuser, server
+    files, server programs (PostgreSQL predefined roles), FILE/SUPER and the
+    like (MySQL). Raises GovernanceError with the reason; QueryError when the
+    database cannot be reached to check."""
+    from governance.sql.execute import account_risks
+
+    risks = account_risks(engine=engine, dsn=dsn)
+    if risks:
+        raise GovernanceError(
+            _(
+                "This connection's database account may do more than read (%(risks)s). Give the connection "
+                "its own account with only SELECT on its schemas."
+            )
+            % {"risks": ", ".join(risks)}
+        )
+
+
 def db_connection_set_stored_dsn(*, connection: DbConnection, dsn: str) -> None:
     """Store a DSN encrypted; it can be replaced but never read back in the admin."""
     connection.dsn_encrypted = encrypt_text(dsn.strip()) if dsn.strip() else ""

@@ -200,7 +200,7 @@ OWLAI_MAX_MESSAGE_CHARS = env.int("OWLAI_MAX_MESSAGE_CHARS", default=8000)
 # per-conversation file of masked values; the model gets a preview.
 OWLAI_SPILL_CHARS = env.int("OWLAI_SPILL_CHARS", default=60_000)
 OWLAI_SPILL_PREVIEW_ROWS = 50
-# Conversation retention (seed 003): purged this many days after the last
+# Conversation retention: purged this many days after the last
 # activity, or after the owner deleted it (hidden, and its vault gone, at once).
 OWLAI_CONVERSATION_IDLE_DAYS = env.int("OWLAI_CONVERSATION_IDLE_DAYS", default=365)
 OWLAI_CONVERSATION_DELETED_DAYS = env.int("OWLAI_CONVERSATION_DELETED_DAYS", default=30)

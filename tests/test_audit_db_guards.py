@@ -1,4 +1,4 @@
-"""The audit trail is append-only because PostgreSQL says so (seed 003).
+"""The audit trail is append-only because PostgreSQL says so.
 
 Runs against the real PostgreSQL test database. Roles are cluster-global, so
 this module creates uniquely named roles, hands the audit tables to its own

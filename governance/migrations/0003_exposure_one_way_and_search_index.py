@@ -1,4 +1,4 @@
-"""Database guards for seed 002 and the document search index.
+"""Database guards for exposure and the document search index.
 
 - Exposure is one-way: a trigger refuses any UPDATE that turns an
   `all_models` resource back to `internal_only`, so not even direct SQL on the

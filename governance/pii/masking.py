@@ -1,4 +1,4 @@
-"""Masking tool results before they become model input (seed 000).
+"""Masking tool results before they become model input.
 
 A masked value becomes a per-conversation token such as `[전화번호-3]`: the same
 (normalised) value is always the same token within one conversation, and the
@@ -21,6 +21,7 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from governance.pii.detectors import NORMALISERS, PiiKind, detect_spans
+from governance.pii.known_values import EMPTY, KnownValues
 
 LABEL_BY_KIND: dict[str, str] = {kind.value: kind.label for kind in PiiKind}
 KIND_BY_LABEL: dict[str, str] = {label: kind for kind, label in LABEL_BY_KIND.items()}
@@ -57,6 +58,8 @@ class Vault(Protocol):
 
     def original_for(self, kind: str, number: int) -> str | None: ...
 
+    def known_values(self) -> KnownValues: ...
+
 
 _KindEntries = tuple[dict[str, str], dict[str, str], list[str], str, Callable[[str], str]]
 
@@ -87,6 +90,14 @@ class InMemoryVault:
                 token = by_normalised[normalised] = f"{prefix}{len(originals)}]"
             by_value[value] = token
         return token
+
+    def known_values(self) -> KnownValues:
+        """Every original this vault holds, as one matcher."""
+        return KnownValues(
+            (original, kind, format_token(kind, number))
+            for kind, entries in self._kinds.items()
+            for number, original in enumerate(entries[2], 1)
+        )
 
     def original_for(self, kind: str, number: int) -> str | None:
         entries = self._kinds.get(kind)
@@ -150,8 +161,20 @@ class MaskCounts(Counter):
         self[(origin[0], origin[1], kind)] += 1
 
 
-def mask_string(text: str, vault: Vault, counts: MaskCounts | None = None, origin: Origin = ("", "")) -> str:
-    """Replace every detector hit in `text` with its token."""
+def mask_string(
+    text: str,
+    vault: Vault,
+    counts: MaskCounts | None = None,
+    origin: Origin = ("", ""),
+    known: KnownValues = EMPTY,
+) -> str:
+    """Replace every value the vault already holds (`known`), then every
+    detector hit, in `text` with its token."""
+    if known:
+        if counts is None:
+            text = known.replace(text)
+        else:
+            text = known.replace(text, lambda kind: counts.add(origin, kind))
     if len(text) < 6:
         return text  # shorter than any value (detect_spans says the same, one call later)
     spans = detect_spans(text)  # (kind id, start, end, confidence), left to right
@@ -178,14 +201,29 @@ def mask_string(text: str, vault: Vault, counts: MaskCounts | None = None, origi
     return "".join(pieces)
 
 
-def mask_any(value: Any, vault: Vault, counts: MaskCounts | None = None, origin: Origin = ("", "")) -> Any:
-    """Detectors over every string of a JSON-like value, recursively."""
+def mask_any(
+    value: Any,
+    vault: Vault,
+    counts: MaskCounts | None = None,
+    origin: Origin = ("", ""),
+    known: KnownValues = EMPTY,
+) -> Any:
+    """Known values and detectors over every string of a JSON-like value,
+    recursively, object keys included: a key can carry a value as well as a
+    string can (`json_object_agg(name, 1)`)."""
     if isinstance(value, str):
-        return mask_string(value, vault, counts, origin) if value else value
+        return mask_string(value, vault, counts, origin, known) if value else value
     if isinstance(value, list):
-        return [mask_any(v, vault, counts, origin) for v in value]
+        return [mask_any(v, vault, counts, origin, known) for v in value]
     if isinstance(value, dict):
-        return {k: mask_any(v, vault, counts, origin) for k, v in value.items()}
+        masked: dict = {}
+        for k, v in value.items():
+            key = mask_string(k, vault, counts, origin, known) if isinstance(k, str) and k else k
+            # Two keys masked to one token must not drop a value: keep both.
+            while key in masked:
+                key = f"{key}#"
+            masked[key] = mask_any(v, vault, counts, origin, known)
+        return masked
     return value
 
 
@@ -196,10 +234,11 @@ def mask_rows(
     column_origins: dict[int, Origin],
     vault: Vault,
     counts: MaskCounts | None = None,
+    known: KnownValues = EMPTY,
 ) -> list[list[Any]]:
     """SQL result rows: a column derived from personal data is masked whole
     (token of the column's kind); every other string cell goes through the
-    detectors."""
+    known values, then the detectors."""
     masked: list[list[Any]] = []
     for row in rows:
         out = []
@@ -211,7 +250,7 @@ def mask_rows(
                     counts.add(origin, kind)
                 out.append(vault.token_for(kind, str(cell)))
             else:
-                out.append(mask_any(cell, vault, counts, origin))
+                out.append(mask_any(cell, vault, counts, origin, known))
         masked.append(out)
     return masked
 

@@ -5,10 +5,29 @@ here cannot write: PostgreSQL and MySQL run the statement in a READ ONLY
 transaction that is always rolled back; SQLite opens the file read-only with
 `query_only`. Every statement carries the DBA marker comment and the
 connection names itself `owlai-dbexec` so DBAs can find OwlAI's sessions.
+
+Sessions pin the settings the guard and the re-identification assume when
+they read and render SQL: PostgreSQL `standard_conforming_strings=on` (a
+backslash in a literal is a character, never an escape) and a `search_path`
+of the connection's configured schemas; MySQL a fixed `sql_mode` (no
+ANSI_QUOTES, no NO_BACKSLASH_ESCAPES, no PIPES_AS_CONCAT). A DBA's role or
+server default cannot change how a checked statement is read.
+
+Errors carry no values: a failed statement raises QueryError with the
+engine's error class (SQLSTATE, MySQL error number, SQLite error name) and
+only the first line of the message, every quoted part of it removed unless
+it is an identifier the statement itself names (`scrub_error_message`). A
+database quotes the value it choked on (`invalid input syntax for type
+integer: "김민준"`), and that message goes to the model and the audit trail.
+
+`account_risks` reports what a connection's account may do beyond reading
+(superuser, server files, programs): such a DSN is refused at registration,
+analysis and execution.
 """
 
 from __future__ import annotations
 
+import re
 import sqlite3
 import time
 from dataclasses import dataclass
@@ -20,7 +39,19 @@ APPLICATION_NAME = "owlai-dbexec"
 
 
 class QueryError(Exception):
-    """The database refused or failed the query (timeout, error, read-only violation)."""
+    """The database refused or failed the query (timeout, error, read-only
+    violation). `error_class` is the engine's code (SQLSTATE, MySQL error
+    number, SQLite error name) and `message` is value-free (see
+    scrub_error_message); str() is both."""
+
+    def __init__(self, message: str, error_class: str = "") -> None:
+        self.error_class = error_class
+        self.message = message
+        super().__init__(f"[{error_class}] {message}" if error_class else message)
+
+
+class UnsafeAccount(QueryError):
+    """The connection's account may do more than read (superuser, files, programs)."""
 
 
 @dataclass(frozen=True)
@@ -30,15 +61,80 @@ class QueryResult:
     truncated: bool  # more rows existed than the row cap allowed
 
 
+# A quoted part of an error message ('...', "..." or `...`, quotes doubled
+# inside), or a quote left open up to the end of the line.
+_QUOTED = re.compile(r"""(?P<closed>'(?:[^']|'')*'|"(?:[^"]|"")*"|`(?:[^`]|``)*`)|['"`].*\Z""", re.S)
+# PostgreSQL prints unquoted values in parentheses after a key ("Key
+# (email)=(a@b.c)"); those are DETAIL lines, dropped anyway, but cheap to cover.
+_PARENTHESISED_VALUE = re.compile(r"=\([^)]*\)")
+ELIDED = '"…"'
+
+
+def statement_words(sql: str, dialect: str) -> frozenset[str]:
+    """The identifiers and keywords a statement names (casefolded), never its
+    string literals or comments: the words an error message may quote back."""
+    from sqlglot.dialects.dialect import Dialect
+    from sqlglot.tokens import TokenType
+
+    literal_types = {TokenType.STRING, TokenType.NATIONAL_STRING, TokenType.RAW_STRING, TokenType.BYTE_STRING}
+    literal_types |= {TokenType.HEX_STRING, TokenType.BIT_STRING, TokenType.HEREDOC_STRING}
+    try:
+        tokens = Dialect.get_or_raise(dialect).tokenize(sql)
+    except Exception:
+        return frozenset()  # nothing is kept: every quoted part is elided
+    return frozenset(t.text.casefold() for t in tokens if t.token_type not in literal_types and t.text)
+
+
+def scrub_error_message(message: str, allowed_words: frozenset[str] = frozenset()) -> str:
+    """The first line of `message`, every quoted part replaced by "…" unless
+    it is one of `allowed_words` (the statement's own identifiers): a server
+    quotes the value it failed on, and that value may be personal data."""
+    text = (message or "").strip()
+    line = text.splitlines()[0] if text else ""
+
+    def keep_or_elide(match: re.Match) -> str:
+        quoted = match.group("closed")
+        if quoted is None:
+            return ELIDED  # an open quote: the rest of the line may be a value
+        inner = quoted[1:-1].replace(quoted[0] * 2, quoted[0])
+        return quoted if inner and inner.casefold() in allowed_words else ELIDED
+
+    return _PARENTHESISED_VALUE.sub("=(…)", _QUOTED.sub(keep_or_elide, line))[:300]
+
+
 def marked_sql(sql: str) -> str:
     return f"{SQL_MARKER}\n{sql.strip().rstrip(';').rstrip()}"
 
 
-def execute_readonly(*, engine: str, dsn: str, sql: str, row_cap: int, timeout_ms: int) -> QueryResult:
+def execute_readonly(
+    *,
+    engine: str,
+    dsn: str,
+    sql: str,
+    row_cap: int,
+    timeout_ms: int,
+    schemas: tuple[str, ...] = (),
+    allowed_words: frozenset[str] = frozenset(),
+) -> QueryResult:
+    """Run `sql` read-only. `schemas`: the PostgreSQL search_path (default
+    `public`). `allowed_words`: what an error message may quote back (the
+    statement's own identifiers, see statement_words); everything else
+    quoted in an error is elided."""
     runner = {"postgresql": _run_postgresql, "mysql": _run_mysql, "sqlite": _run_sqlite}.get(engine)
     if runner is None:
         raise QueryError(f"unsupported engine: {engine}")
-    return runner(dsn=dsn, sql=marked_sql(sql), row_cap=row_cap, timeout_ms=timeout_ms)
+    try:
+        return runner(dsn=dsn, sql=marked_sql(sql), row_cap=row_cap, timeout_ms=timeout_ms, schemas=tuple(schemas))
+    except _EngineError as error:
+        raise QueryError(scrub_error_message(error.message, allowed_words), error.error_class) from error
+
+
+class _EngineError(Exception):
+    """A raw engine error inside this module; it leaves only scrubbed."""
+
+    def __init__(self, message: str, error_class: str = "") -> None:
+        super().__init__(message)
+        self.message, self.error_class = message, error_class
 
 
 def _fetch_capped(cursor: Any, row_cap: int) -> QueryResult:
@@ -47,36 +143,79 @@ def _fetch_capped(cursor: Any, row_cap: int) -> QueryResult:
     return QueryResult(columns=columns, rows=rows[:row_cap], truncated=len(rows) > row_cap)
 
 
-def _run_postgresql(*, dsn: str, sql: str, row_cap: int, timeout_ms: int) -> QueryResult:
+def _pg_option_value(value: str) -> str:
+    # libpq `options`: spaces and backslashes in a value are backslash-escaped.
+    return value.replace("\\", "\\\\").replace(" ", "\\ ")
+
+
+def _pg_search_path(schemas: tuple[str, ...]) -> str:
+    names = [name for name in schemas if name] or ["public"]
+    return ",".join('"' + name.replace('"', '""') + '"' for name in names)
+
+
+def _pg_connect(dsn: str, *, timeout_ms: int, schemas: tuple[str, ...] = ()):
     import psycopg
 
+    options = {
+        # Read-only and the timeout are set at session start, before any SQL.
+        "default_transaction_read_only": "on",
+        "statement_timeout": str(int(timeout_ms)),
+        # How the guard and the re-identification read and render literals.
+        "standard_conforming_strings": "on",
+        "backslash_quote": "off",
+        # Unqualified names mean the configured schemas' tables (pg_catalog
+        # is still searched first: the guard treats pg_* names as catalogs).
+        "search_path": _pg_search_path(schemas),
+    }
     try:
-        conn = psycopg.connect(
+        return psycopg.connect(
             dsn,
             application_name=APPLICATION_NAME,
             connect_timeout=max(1, min(10, timeout_ms // 1000 or 1)),
-            # Read-only and the timeout are set at session start, before any SQL.
-            options=f"-c default_transaction_read_only=on -c statement_timeout={int(timeout_ms)}",
+            options=" ".join(f"-c {key}={_pg_option_value(value)}" for key, value in options.items()),
         )
     except psycopg.Error as exc:
-        raise QueryError(f"connection failed: {_first_line(exc)}") from exc
+        raise _EngineError(f"connection failed: {_pg_primary(exc)}", _pg_class(exc) or "08000") from exc
+
+
+def _pg_primary(exc: BaseException) -> str:
+    diag = getattr(exc, "diag", None)
+    primary = getattr(diag, "message_primary", None) if diag is not None else None
+    return primary or _first_line(exc)
+
+
+def _pg_class(exc: BaseException) -> str:
+    return getattr(exc, "sqlstate", None) or ""
+
+
+def _run_postgresql(*, dsn: str, sql: str, row_cap: int, timeout_ms: int, schemas: tuple[str, ...]) -> QueryResult:
+    import psycopg
+
+    conn = _pg_connect(dsn, timeout_ms=timeout_ms, schemas=schemas)
     try:
         conn.read_only = True
         with conn.transaction(force_rollback=True), conn.cursor() as cursor:
             cursor.execute(sql, prepare=False)
             return _fetch_capped(cursor, row_cap)
     except psycopg.Error as exc:
-        raise QueryError(_first_line(exc)) from exc
+        raise _EngineError(_pg_primary(exc), _pg_class(exc)) from exc
     finally:
         conn.close()
 
 
-def _run_mysql(*, dsn: str, sql: str, row_cap: int, timeout_ms: int) -> QueryResult:
+# The sql_mode every MySQL session runs in. Fixed, not edited from the
+# server's: no ANSI_QUOTES ("x" is a string, as sqlglot's MySQL dialect reads
+# it), no NO_BACKSLASH_ESCAPES (a backslash escapes, as the re-identification
+# renders it), no PIPES_AS_CONCAT (|| is OR), no ORACLE/MSSQL compatibility.
+MYSQL_SQL_MODE = "STRICT_ALL_TABLES,ERROR_FOR_DIVISION_BY_ZERO,NO_ENGINE_SUBSTITUTION"
+
+
+def _mysql_connect(dsn: str, *, timeout_ms: int):
     import pymysql
 
     parts = urlsplit(dsn)
     try:
-        conn = pymysql.connect(
+        return pymysql.connect(
             host=parts.hostname or "127.0.0.1",
             port=parts.port or 3306,
             user=unquote(parts.username or ""),
@@ -87,22 +226,31 @@ def _run_mysql(*, dsn: str, sql: str, row_cap: int, timeout_ms: int) -> QueryRes
             read_timeout=max(1, timeout_ms // 1000 + 5),
             charset="utf8mb4",
             autocommit=False,
+            init_command=f"SET SESSION sql_mode = '{MYSQL_SQL_MODE}'",
         )
     except pymysql.Error as exc:
-        raise QueryError(f"connection failed: {exc}") from exc
+        raise _EngineError(f"connection failed: {_mysql_message(exc)}", _mysql_class(exc)) from exc
+
+
+def _mysql_message(exc: BaseException) -> str:
+    args = getattr(exc, "args", ())
+    return str(args[1]) if len(args) >= 2 else _first_line(exc)
+
+
+def _mysql_class(exc: BaseException) -> str:
+    args = getattr(exc, "args", ())
+    return f"MySQL {args[0]}" if args and isinstance(args[0], int) else ""
+
+
+def _run_mysql(*, dsn: str, sql: str, row_cap: int, timeout_ms: int, schemas: tuple[str, ...]) -> QueryResult:
+    import pymysql
+
+    conn = _mysql_connect(dsn, timeout_ms=timeout_ms)
     try:
         with conn.cursor() as cursor:
             # MySQL knows max_execution_time (ms), MariaDB max_statement_time (s);
             # set whichever the server has, so the timeout holds on both.
             _set_mysql_timeout(cursor, timeout_ms)
-            # Under ANSI_QUOTES (alone or in the ANSI mode) "x" is an
-            # identifier; sqlglot's MySQL dialect, which the guard and the
-            # lineage read the SQL with, takes it for a string. Switch it off
-            # so the server reads the query as they did.
-            cursor.execute(
-                "SET SESSION sql_mode = TRIM(BOTH ',' FROM REPLACE(REPLACE("
-                "CONCAT(',', @@SESSION.sql_mode, ','), ',ANSI_QUOTES,', ','), ',ANSI,', ','))"
-            )
             cursor.execute("START TRANSACTION READ ONLY")
             try:
                 cursor.execute(sql)
@@ -110,7 +258,7 @@ def _run_mysql(*, dsn: str, sql: str, row_cap: int, timeout_ms: int) -> QueryRes
             finally:
                 conn.rollback()
     except pymysql.Error as exc:
-        raise QueryError(str(exc)) from exc
+        raise _EngineError(_mysql_message(exc), _mysql_class(exc)) from exc
     finally:
         conn.close()
 
@@ -129,35 +277,110 @@ def _sqlite_path(dsn: str) -> str:
     if dsn.startswith("sqlite:///"):
         return unquote(dsn[len("sqlite:///") :])
     if dsn.startswith("sqlite://"):
-        raise QueryError("sqlite DSN must be sqlite:///absolute/path")
+        raise _EngineError("sqlite DSN must be sqlite:///absolute/path", "SQLITE_MISUSE")
     return dsn
 
 
-def _run_sqlite(*, dsn: str, sql: str, row_cap: int, timeout_ms: int) -> QueryResult:
+def _run_sqlite(*, dsn: str, sql: str, row_cap: int, timeout_ms: int, schemas: tuple[str, ...]) -> QueryResult:
     path = _sqlite_path(dsn)
     try:
         # mode=ro: the file cannot be written or created through this handle.
         conn = sqlite3.connect(f"file:{quote(path)}?mode=ro", uri=True, timeout=5, check_same_thread=False)
     except sqlite3.Error as exc:
-        raise QueryError(f"connection failed: {exc}") from exc
+        raise _EngineError(f"connection failed: {exc}", _sqlite_class(exc)) from exc
     deadline = time.monotonic() + timeout_ms / 1000
     # SQLite has no statement timeout; a progress handler that returns true
     # interrupts the statement once the deadline passes.
     conn.set_progress_handler(lambda: time.monotonic() > deadline, 10_000)
     try:
         conn.execute("PRAGMA query_only = ON")
+        if hasattr(conn, "enable_load_extension"):
+            conn.enable_load_extension(False)  # whatever the build allows, nothing is loaded here
         cursor = conn.execute(sql)
         return _fetch_capped(cursor, row_cap)
     except sqlite3.OperationalError as exc:
         if "interrupted" in str(exc):
-            raise QueryError(f"statement timeout after {timeout_ms} ms") from exc
-        raise QueryError(str(exc)) from exc
+            raise _EngineError(f"statement timeout after {timeout_ms} ms", "SQLITE_INTERRUPT") from exc
+        raise _EngineError(str(exc), _sqlite_class(exc)) from exc
     except sqlite3.Error as exc:
-        raise QueryError(str(exc)) from exc
+        raise _EngineError(str(exc), _sqlite_class(exc)) from exc
     finally:
         conn.close()
+
+
+def _sqlite_class(exc: BaseException) -> str:
+    return getattr(exc, "sqlite_errorname", "") or "SQLITE_ERROR"
 
 
 def _first_line(exc: BaseException) -> str:
     text = str(exc).strip()
     return text.splitlines()[0] if text else exc.__class__.__name__
+
+
+# --- account hygiene --------------------------------------------------------------
+
+# PostgreSQL predefined roles that reach outside the database.
+_PG_RISKY_ROLES = ("pg_read_server_files", "pg_write_server_files", "pg_execute_server_program")
+_PG_ACCOUNT_SQL = (
+    "SELECT r.rolsuper, "
+    + ", ".join(f"pg_has_role(current_user, '{role}', 'USAGE')" for role in _PG_RISKY_ROLES)
+    + " FROM pg_roles r WHERE r.rolname = current_user"
+)
+# MySQL/MariaDB global privileges that reach outside the database (files),
+# above it (SUPER, users, shutdown) or into other sessions' statements.
+_MYSQL_RISKY_PRIVILEGES = frozenset({"FILE", "SUPER", "ALL PRIVILEGES", "SHUTDOWN", "PROCESS", "CREATE USER"})
+_MYSQL_ACCOUNT_SQL = (
+    "SELECT DISTINCT PRIVILEGE_TYPE FROM information_schema.USER_PRIVILEGES "
+    "WHERE GRANTEE = CONCAT(QUOTE(SUBSTRING_INDEX(CURRENT_USER(), '@', 1)), '@', "
+    "QUOTE(SUBSTRING_INDEX(CURRENT_USER(), '@', -1)))"
+)
+
+
+def account_risks(*, engine: str, dsn: str, timeout_ms: int = 10_000) -> list[str]:
+    """What this DSN's account may do beyond reading its tables, in words
+    ("superuser", "pg_read_server_files", "FILE" ...); [] when nothing.
+    Raises QueryError when the account cannot be inspected (the caller then
+    refuses: an account that cannot be checked is not trusted)."""
+    try:
+        if engine == "postgresql":
+            return _pg_account_risks(dsn, timeout_ms)
+        if engine == "mysql":
+            return _mysql_account_risks(dsn, timeout_ms)
+        if engine == "sqlite":
+            return []  # a file opened read-only: no account, no server
+    except _EngineError as error:
+        raise QueryError(scrub_error_message(error.message), error.error_class) from error
+    raise QueryError(f"unsupported engine: {engine}")
+
+
+def _pg_account_risks(dsn: str, timeout_ms: int) -> list[str]:
+    import psycopg
+
+    conn = _pg_connect(dsn, timeout_ms=timeout_ms)
+    try:
+        row = conn.execute(_PG_ACCOUNT_SQL, prepare=False).fetchone()
+    except psycopg.Error as exc:
+        raise _EngineError(_pg_primary(exc), _pg_class(exc)) from exc
+    finally:
+        conn.close()
+    if row is None:
+        return ["unknown role"]
+    names = ("superuser", *_PG_RISKY_ROLES)
+    return [name for name, flag in zip(names, row, strict=True) if flag]
+
+
+def _mysql_account_risks(dsn: str, timeout_ms: int) -> list[str]:
+    import pymysql
+
+    conn = _mysql_connect(dsn, timeout_ms=timeout_ms)
+    try:
+        with conn.cursor() as cursor:
+            # USER_PRIVILEGES lists the current account's global privileges on
+            # MySQL and MariaDB alike.
+            cursor.execute(_MYSQL_ACCOUNT_SQL)
+            privileges = {str(row[0]).upper() for row in cursor.fetchall()}
+    except pymysql.Error as exc:
+        raise _EngineError(_mysql_message(exc), _mysql_class(exc)) from exc
+    finally:
+        conn.close()
+    return sorted(privileges & _MYSQL_RISKY_PRIVILEGES)
