@@ -238,7 +238,11 @@ def mask_sql_rows(
     schema = classification_schema(connection=connection, revision=revision)
     outputs = aligned_outputs(
         classify_outputs(
-            sql, connection.sql_dialect, schema, n_columns=len(columns), tainted_literals=tainted_literals or None
+            sql,
+            connection.sql_dialect,
+            schema,
+            n_columns=len(columns),
+            **({"tainted_literals": tainted_literals} if tainted_literals else {}),  # TEMP until lineage merge
         ),
         columns,
     )

@@ -443,12 +443,12 @@ def test_owner_role_can_rerun_the_setup_itself(pg):
 
 @pytest.mark.e2e
 def test_a_whole_turn_runs_as_the_application_role_with_the_check_on(
-    pg, tmp_path, require_redis, pg_target_dsn, django_user_model
+    pg, tmp_path, require_redis, pg_customer_db, django_user_model
 ):
     """Web and worker connected as the application role the command set up,
     with the start-up check on: they start, run a governed turn, and write
     its audit row (INSERT is all they may do to it)."""
     from tests.test_e2e_chat import ask_and_check_one_governed_turn, running_stack
 
-    with running_stack(tmp_path, pg_target_dsn, db_user=pg.app, role_check=True) as stack:
+    with running_stack(tmp_path, pg_customer_db.dsn, db_user=pg.app, role_check=True) as stack:
         ask_and_check_one_governed_turn(stack, django_user_model)

@@ -136,8 +136,10 @@ models = ["inhouse-model"]
 
 
 @pytest.fixture
-def stack(tmp_path, require_postgres_app_db, require_redis, pg_target_dsn):
-    with running_stack(tmp_path, pg_target_dsn) as running:
+def stack(tmp_path, require_postgres_app_db, require_redis, pg_customer_db):
+    # The customer DB is reached with a SELECT-only account, as the README
+    # asks; the executor refuses a superuser DSN.
+    with running_stack(tmp_path, pg_customer_db.dsn) as running:
         yield running
 
 

@@ -371,6 +371,10 @@ def test_schema_is_read_once_per_revision_and_an_edit_takes_effect_on_the_next_q
     assert _classification_queries(queries.captured_queries) == 1  # new revision: read again
 
     ColumnClassification.objects.filter(pk=city.pk).update(pii_kind="")  # bulk downgrade
+    # This conversation's vault now holds "서울": known values keep it masked here...
+    assert _run_sql(world, sql) == [["[주소-1]"]]
+    # ...while a new conversation, whose vault is empty, sees the downgrade.
+    world["conversation"] = conversation_create(owner=world["user"])
     assert _run_sql(world, sql) == [["서울"]]
 
 
@@ -426,15 +430,16 @@ def test_a_result_full_of_personal_values_costs_a_bounded_number_of_queries(worl
     with CaptureQueriesContext(connection) as queries:
         first = _run_sql(world, sql)
     vault_queries = [q for q in queries.captured_queries if "chat_vaultentry" in q["sql"]]
-    # one lookup + per kind (name, phone, email) one MAX and one multi-row INSERT
-    assert len(vault_queries) <= 1 + 2 * 3, [q["sql"][:80] for q in vault_queries]
+    # the known-value refresh (rows added since the last call), one lookup,
+    # and per kind (name, phone, email) one MAX and one multi-row INSERT
+    assert len(vault_queries) <= 1 + 1 + 2 * 3, [q["sql"][:80] for q in vault_queries]
     assert VaultEntry.objects.filter(conversation=world["conversation"]).count() == 9
     assert first[0] == ["[이름-1]", "[전화번호-1]", "[이메일-1]"]
     assert first[2] == ["[이름-3]", "[전화번호-3]", "[이메일-3]"]
-    # The same values again: the same tokens, one lookup at most.
+    # The same values again: the same tokens, the known-value refresh and one lookup at most.
     with CaptureQueriesContext(connection) as queries:
         assert _run_sql(world, sql) == first
-    assert sum("chat_vaultentry" in q["sql"] for q in queries.captured_queries) <= 1
+    assert sum("chat_vaultentry" in q["sql"] for q in queries.captured_queries) <= 2
     assert not any(value in json.dumps(first, ensure_ascii=False) for value in PERSONAL_VALUES)
 
 
