@@ -62,3 +62,84 @@ def test_two_conversations_number_independently(a_vals, b_vals):
         if original not in " ".join(b_vals + [shared]):
             assert b.original_for(kind, number) is None or b.original_for(kind, number) != original
     assert all(b.original_for(k, n) is not None for k, n, _s, _e in tokens_in(b_text))
+
+
+# --- known values: random result shapes and vault contents -----------------------------
+
+hangul_names = st.text(alphabet=st.characters(min_codepoint=0xAC00, max_codepoint=0xD7A3), min_size=2, max_size=4)
+latin_names = st.from_regex(r"[A-Z][a-z]{2,8} [A-Z][a-z]{2,8}", fullmatch=True)
+vault_values = st.lists(
+    st.one_of(
+        st.tuples(st.just("name"), hangul_names),
+        st.tuples(st.just("name"), latin_names),
+        st.tuples(st.just("phone"), phones),
+        st.tuples(st.just("email"), emails),
+    ),
+    min_size=1,
+    max_size=12,
+    unique_by=lambda kv: kv[1].lower(),
+)
+
+
+def _embed(value: str, case: str, before: str, after: str) -> str:
+    written = {"upper": value.upper(), "lower": value.lower()}.get(case, value)
+    return f"{before}{written}{after}"
+
+
+embeddings = st.tuples(
+    st.sampled_from(["as is", "upper", "lower"]),
+    st.sampled_from(["", "고객 ", "x", "{"]),
+    st.sampled_from(["", "님", " ", "}"]),
+)
+
+
+@st.composite
+def result_shapes(draw, originals: list[str]):
+    """A JSON-like tool output in which some originals appear: as whole cells,
+    inside text, as object keys, at any depth."""
+
+    def leaf():
+        if draw(st.booleans()):
+            how = draw(embeddings)
+            return _embed(draw(st.sampled_from(originals)), *how)
+        return draw(st.one_of(st.integers(), st.text(max_size=12), st.none()))
+
+    def node(depth: int):
+        shape = draw(st.sampled_from(["leaf", "list", "dict"] if depth < 3 else ["leaf"]))
+        if shape == "leaf":
+            return leaf()
+        if shape == "list":
+            return [node(depth + 1) for _ in range(draw(st.integers(0, 4)))]
+        keys = [
+            _embed(draw(st.sampled_from(originals)), *draw(embeddings))
+            if draw(st.booleans())
+            else draw(st.text(max_size=6))
+            for _ in range(draw(st.integers(0, 4)))
+        ]
+        return {key: node(depth + 1) for key in keys}
+
+    return node(0)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.data(), vault_values)
+def test_no_vaulted_original_survives_any_result_shape(data, entries):
+    import json
+
+    from governance.pii.masking import mask_any, mask_rows
+
+    vault = InMemoryVault()
+    for kind, value in entries:
+        vault.token_for(kind, value)
+    known = vault.known_values()
+    originals = [value for _kind, value in entries]
+    shape = data.draw(result_shapes(originals))
+    masked = json.dumps(mask_any(shape, vault, known=known), ensure_ascii=False)
+    rows = data.draw(st.lists(st.lists(result_shapes(originals), min_size=1, max_size=4), max_size=4))
+    masked_rows = json.dumps(
+        mask_rows(rows, column_kinds={}, column_origins={}, vault=vault, known=known), ensure_ascii=False
+    )
+    for original in originals:
+        for written in {original, original.upper(), original.lower()}:
+            assert json.dumps(written, ensure_ascii=False)[1:-1] not in masked, (original, masked)
+            assert json.dumps(written, ensure_ascii=False)[1:-1] not in masked_rows, (original, masked_rows)
