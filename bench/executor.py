@@ -5,10 +5,19 @@ itself is excluded (replaced by a stub that returns each query's canned
 result). A result with personal values, whose masking costs more (vault
 lookups per value), is measured and reported on its own line.
 
-Usage: .venv/bin/python bench/executor.py [--calls N] [--sqlite]
+Absolute times do not travel between machines, so the headline is a ratio
+measured in the same run: the executor's overhead as a multiple of the work
+it cannot avoid (the grant lookup round trip and one durable audit commit on
+the same database). It also reports the known-value pass (every original the
+conversation's vault holds, replaced in the result) at vault sizes 10, 1,000
+and 100,000: its cost must stay flat as the vault grows.
+
+Usage: .venv/bin/python bench/executor.py [--calls N] [--sqlite] [--smoke]
 Uses a throwaway PostgreSQL database when PostgreSQL is reachable (the
 production profile), else a temporary SQLite file. Prints figures; the last
-line is the headline (p50 / p99 in ms). Goal: p50 <= 2 ms, p99 <= 5 ms.
+line is the headline. Goal: overhead p50 <= 2x the unavoidable work.
+`--smoke` runs tiny sizes in seconds (the test suite runs it so the bench
+cannot rot); its figures mean nothing.
 """
 
 from __future__ import annotations
@@ -83,7 +92,10 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=2000)
     parser.add_argument("--sqlite", action="store_true", help="force the embedded SQLite profile")
     parser.add_argument("--profile", action="store_true", help="print where the time goes (cProfile) to stderr")
+    parser.add_argument("--smoke", action="store_true", help="tiny sizes, seconds: proves the bench still runs")
     args = parser.parse_args()
+    if args.smoke:
+        args.calls = 40
 
     bench_db = None
     admin_url = os.environ.get("OWLAI_BENCH_PG_ADMIN_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
@@ -104,7 +116,7 @@ def main() -> None:
         os.environ["OWLAI_SQLITE_PATH"] = str(Path(tempfile.mkdtemp()) / "bench.sqlite3")
     os.environ["DJANGO_SETTINGS_MODULE"] = "owlai.settings"
     try:
-        run(args.calls, profile=args.profile)
+        run(args.calls, profile=args.profile, vault_sizes=(10, 100) if args.smoke else (10, 1_000, 100_000))
     finally:
         if bench_db:
             from django.db import connections
@@ -116,7 +128,7 @@ def main() -> None:
                 conn.execute(f'DROP DATABASE IF EXISTS "{bench_db}" WITH (FORCE)')
 
 
-def run(calls: int, *, profile: bool = False) -> None:
+def run(calls: int, *, profile: bool = False, vault_sizes: tuple[int, ...] = (10, 1_000, 100_000)) -> None:
     import django
 
     django.setup()
@@ -157,6 +169,7 @@ def run(calls: int, *, profile: bool = False) -> None:
     results = {sql: QueryResult(columns=columns, rows=rows, truncated=False) for sql, columns, rows in QUERIES}
     results[PII_QUERY[0]] = QueryResult(columns=PII_QUERY[1], rows=PII_QUERY[2], truncated=False)
     executor_module.execute_readonly = lambda **kwargs: results[kwargs["sql"]]
+    executor_module.account_risks = lambda **kwargs: []  # the account check queries the customer DB too
 
     ctx = TurnContext(
         user_id=user.pk,
@@ -195,9 +208,15 @@ def run(calls: int, *, profile: bool = False) -> None:
     new_value_timings = timed_calls(executor_module, ctx, pii_arguments, max(calls // 4, 100))
     p50, p99 = percentiles(timings)
     engine = settings.DATABASES["default"]["ENGINE"].rsplit(".", 1)[-1]
-    print(f"app database: {engine}")
-    for label, median in component_medians(ctx, user.pk, min(calls, 500)):
+    print(f"app database: {engine}; load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    components = component_medians(ctx, user.pk, min(calls, 500))
+    for label, median in components:
         print(f"component p50 {label}: {median:.3f} ms")
+    for size, build_ms, refresh_ms, pass_ms in known_value_pass(vault_sizes):
+        print(
+            f"known-value pass, vault of {size:>7,} values: {pass_ms:.4f} ms per result "
+            f"(automaton built once per conversation and process: {build_ms:.1f} ms; refresh query {refresh_ms:.3f} ms)"
+        )
     pii_p50, pii_p99 = percentiles(pii_timings)
     print(
         f"with personal values in the result ({len(PII_QUERY[2])} names already in the conversation's vault): "
@@ -210,7 +229,12 @@ def run(calls: int, *, profile: bool = False) -> None:
     )
     print(f"calls: {calls} ({len(QUERIES)} queries in turn, schema with personal-data columns)")
     print(f"mean: {statistics.fmean(timings):.3f} ms, min: {timings[0]:.3f} ms, max: {timings[-1]:.3f} ms")
-    print(f"executor overhead per run_sql call: p50 {p50:.3f} ms, p99 {p99:.3f} ms (goal: p50 <= 2 ms, p99 <= 5 ms)")
+    unavoidable = dict(components)[UNAVOIDABLE]
+    print(f"executor overhead per run_sql call: p50 {p50:.3f} ms, p99 {p99:.3f} ms")
+    print(
+        f"unavoidable work (grant lookup round trip + durable audit commit): p50 {unavoidable:.3f} ms; "
+        f"overhead p50 = {p50 / unavoidable:.2f}x, p99 = {p99 / unavoidable:.2f}x the unavoidable work (goal: <= 2x)"
+    )
 
 
 def timed_calls(executor_module, ctx, arguments: list[str], calls: int) -> list[float]:
@@ -226,6 +250,62 @@ def timed_calls(executor_module, ctx, arguments: list[str], calls: int) -> list[
 
 def percentiles(sorted_timings: list[float]) -> tuple[float, float]:
     return statistics.median(sorted_timings), sorted_timings[int(len(sorted_timings) * 0.99) - 1]
+
+
+UNAVOIDABLE = "unavoidable: grant lookup + durable audit commit"
+
+
+def known_value_pass(sizes: tuple[int, ...]) -> list[tuple[int, float, float, float]]:
+    """(vault size, automaton build ms, refresh query ms, pass ms per result)
+    for vaults of random names and phone numbers, over a result of 5 rows x 3
+    string cells of which one holds a vaulted name."""
+    import random
+
+    from django.contrib.auth import get_user_model
+
+    from chat.services import conversation_create
+    from chat.vault import DbVault
+    from governance.pii.known_values import KnownValues
+    from governance.pii.masking import format_token
+
+    rng = random.Random(7)
+    syllables = [chr(c) for c in range(0xAC00, 0xAC00 + 2000)]
+    out = []
+    for size in sizes:
+        triples = []
+        seen = set()
+        while len(triples) < size:
+            if len(triples) % 2:
+                value, kind = f"010-{rng.randrange(1000, 10000)}-{rng.randrange(10000):04d}", "phone"
+            else:
+                value, kind = "".join(rng.choices(syllables, k=3)), "name"
+            if value not in seen:
+                seen.add(value)
+                triples.append((value, kind, format_token(kind, len(triples) + 1)))
+        started = time.perf_counter()
+        known = KnownValues(triples)
+        build_ms = (time.perf_counter() - started) * 1000
+        name = triples[0][0]
+        cells = [[f"{name} 고객 상담", "서울 강남구", "환불 요청"], ["이번 달 주문", "부산", "배송 지연 문의"]] * 3
+        cells = cells[:5]
+        samples = []
+        for _ in range(2000):
+            started = time.perf_counter()
+            for row in cells:
+                for cell in row:
+                    known.replace(cell)
+            samples.append((time.perf_counter() - started) * 1000)
+        # The per-call refresh of the DB vault's cached matcher (no new rows).
+        user = get_user_model().objects.create_user(f"bench-kv-{uuid.uuid4().hex[:6]}")
+        vault = DbVault(conversation_create(owner=user).pk)
+        vault.known_values()
+        refresh = []
+        for _ in range(200):
+            started = time.perf_counter()
+            vault.known_values()
+            refresh.append((time.perf_counter() - started) * 1000)
+        out.append((size, build_ms, statistics.median(refresh), statistics.median(samples)))
+    return out
 
 
 def component_medians(ctx, user_id: int, calls: int) -> list[tuple[str, float]]:
@@ -244,6 +324,20 @@ def component_medians(ctx, user_id: int, calls: int) -> list[tuple[str, float]]:
         "read-only analysis (sqlglot)": lambda i: analyse_sql(query(i)[0], "postgres"),
         "visibility + grant lookup (1 query)": lambda i: db_access(
             user_id=user_id, tier="private", connection_name="bench"
+        ),
+        UNAVOIDABLE: lambda i: (
+            db_access(user_id=user_id, tier="private", connection_name="bench"),
+            tool_call_audit_write(
+                actor_id=user_id,
+                actor_username=ctx.username,
+                tool="run_sql",
+                outcome="success",
+                row_count=1,
+                sql_text=query(i)[0],
+                tables=["customers"],
+                conversation_id=ctx.conversation_id,
+                turn_id=1,
+            ),
         ),
         "audit row write (durable commit)": lambda i: tool_call_audit_write(
             actor_id=user_id,

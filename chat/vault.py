@@ -23,7 +23,7 @@ from django.db.models import Max
 
 from chat.models import VaultEntry
 from governance.field_crypto import SecretUnavailable, decrypt_text, encrypt_text
-from governance.pii.known_values import KnownValues
+from governance.pii.known_values import EMPTY, KnownValues
 from governance.pii.masking import format_token, normalised_value
 
 
@@ -68,29 +68,29 @@ class _KnownCache:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        # conversation id -> (last row id seen, [(original, kind, token)], matcher)
-        self._entries: OrderedDict[uuid.UUID, tuple[int, list[tuple[str, str, str]], KnownValues]] = OrderedDict()
+        # conversation id -> (last row id seen, matcher over every row up to it)
+        self._entries: OrderedDict[uuid.UUID, tuple[int, KnownValues]] = OrderedDict()
 
     def matcher(self, conversation_id: uuid.UUID) -> KnownValues:
         with self._lock:
-            last_id, triples, matcher = self._entries.get(conversation_id, (0, [], KnownValues(())))
+            last_id, matcher = self._entries.get(conversation_id, (0, EMPTY))
         rows = list(
             VaultEntry.objects.filter(conversation_id=conversation_id, id__gt=last_id)
             .order_by("id")
             .values_list("id", "kind", "number", "ciphertext")
         )
         if rows:
-            triples = list(triples)
+            triples = []
             for row_id, kind, number, ciphertext in rows:
+                last_id = max(last_id, row_id)
                 try:
                     original = decrypt_text(ciphertext)
                 except SecretUnavailable:
                     continue  # cannot be read back: cannot be searched for either; detectors still run
                 triples.append((original, kind, format_token(kind, number)))
-                last_id = max(last_id, row_id)
-            matcher = KnownValues(triples)
+            matcher = matcher.extended(triples)
         with self._lock:
-            self._entries[conversation_id] = (last_id, triples, matcher)
+            self._entries[conversation_id] = (last_id, matcher)
             self._entries.move_to_end(conversation_id)
             while len(self._entries) > self.MAX_CONVERSATIONS:
                 self._entries.popitem(last=False)

@@ -76,3 +76,13 @@ def test_db_vault_known_values_follow_new_entries(django_user_model):
     # Another conversation's vault knows neither.
     other = DbVault(conversation_create(owner=user).pk)
     assert other.known_values().replace("최도윤") == "최도윤"
+
+
+def test_an_extended_matcher_finds_old_and_new_values_leftmost_longest():
+    known = matcher(("김민", "name", "[이름-1]"))
+    for n in range(2, 40):  # enough additions to merge layers several times
+        known = known.extended([(f"고객{n:03d}", "name", f"[이름-{n}]")])
+    known = known.extended([("김민준", "name", "[이름-99]")])
+    assert known.size == 40
+    assert known.replace("김민준 고객007 김민 고객039") == "[이름-99] [이름-7] [이름-1] [이름-39]"
+    assert known.extended([("김민", "name", "[이름-100]")]) is known  # nothing new: the same matcher

@@ -56,56 +56,109 @@ class KnownHit:
     kind: str
 
 
+class _Layer:
+    """One immutable automaton over some patterns."""
+
+    __slots__ = ("automaton", "entries", "patterns")
+
+    def __init__(self, by_pattern: dict[str, tuple[str, str]]) -> None:
+        self.patterns = list(by_pattern)
+        self.entries = list(by_pattern.values())  # (kind, token) per pattern
+        self.automaton = ahocorasick_rs.AhoCorasick(self.patterns, matchkind=ahocorasick_rs.MatchKind.LeftmostLongest)
+
+    def matches(self, lowered: str) -> list[tuple[int, int, int]]:
+        return self.automaton.find_matches_as_indexes(lowered)
+
+
+def _patterns(entries: Iterable[tuple[str, str, str]], known: set[str] | None = None) -> dict[str, tuple[str, str]]:
+    by_pattern: dict[str, tuple[str, str]] = {}
+    for original, kind, token in entries:
+        if not isinstance(original, str):
+            continue
+        pattern = _lower_same_length(original.strip())
+        if len(pattern) < MIN_VALUE_CHARS or (known is not None and pattern in known):
+            continue
+        # Two originals that differ only in case share a pattern; either
+        # token hides the value, the first one is kept.
+        by_pattern.setdefault(pattern, (kind, token))
+    return by_pattern
+
+
 class KnownValues:
-    """An immutable matcher over (original, kind, token) triples."""
+    """An immutable matcher over (original, kind, token) triples.
 
-    __slots__ = ("_automaton", "_entries", "size")
+    A vault only grows, so a matcher is extended rather than rebuilt: new
+    values go into a new small automaton (a layer), and layers are merged
+    when a newer one reaches a quarter of the size of the one before it. A
+    value then costs O(log n) rebuild work in total, and a search runs over
+    O(log n) layers (a handful even at 100,000 values)."""
 
-    def __init__(self, entries: Iterable[tuple[str, str, str]]) -> None:
-        by_pattern: dict[str, tuple[str, str]] = {}
-        for original, kind, token in entries:
-            if not isinstance(original, str):
-                continue
-            pattern = _lower_same_length(original.strip())
-            if len(pattern) < MIN_VALUE_CHARS:
-                continue
-            # Two originals that differ only in case share a pattern; either
-            # token hides the value, the first one is kept.
-            by_pattern.setdefault(pattern, (kind, token))
-        self.size = len(by_pattern)
-        self._entries: list[tuple[str, str]] = list(by_pattern.values())
-        self._automaton = (
-            ahocorasick_rs.AhoCorasick(list(by_pattern), matchkind=ahocorasick_rs.MatchKind.LeftmostLongest)
-            if by_pattern
-            else None
-        )
+    __slots__ = ("_layers", "size")
+
+    def __init__(self, entries: Iterable[tuple[str, str, str]] = (), *, _layers: tuple[_Layer, ...] | None = None):
+        if _layers is None:
+            by_pattern = _patterns(entries)
+            _layers = (_Layer(by_pattern),) if by_pattern else ()
+        self._layers = _layers
+        self.size = sum(len(layer.patterns) for layer in _layers)
 
     def __bool__(self) -> bool:
-        return self._automaton is not None
+        return bool(self._layers)
+
+    def extended(self, entries: Iterable[tuple[str, str, str]]) -> KnownValues:
+        """A matcher that also knows `entries`; `self` is unchanged."""
+        known = {pattern for layer in self._layers for pattern in layer.patterns} if self._layers else set()
+        by_pattern = _patterns(entries, known)
+        if not by_pattern:
+            return self
+        layers = [*self._layers, _Layer(by_pattern)]
+        while len(layers) > 1 and len(layers[-1].patterns) * 4 >= len(layers[-2].patterns):
+            newer, older = layers.pop(), layers.pop()
+            merged = dict(zip(older.patterns, older.entries, strict=True))
+            merged.update(zip(newer.patterns, newer.entries, strict=True))
+            layers.append(_Layer(merged))
+        return KnownValues(_layers=tuple(layers))
+
+    def _matches(self, text: str) -> list[tuple[int, int, str, str]]:
+        """(start, end, kind, token), non-overlapping, left to right; across
+        layers the leftmost, then the longest, match wins."""
+        lowered = _lower_same_length(text)
+        if len(self._layers) == 1:
+            layer = self._layers[0]
+            entries = layer.entries
+            return [(start, end, *entries[index]) for index, start, end in layer.matches(lowered)]
+        found = []
+        for layer in self._layers:
+            entries = layer.entries
+            found.extend((start, end, *entries[index]) for index, start, end in layer.matches(lowered))
+        if not found:
+            return found
+        found.sort(key=lambda hit: (hit[0], hit[0] - hit[1]))
+        chosen = []
+        position = 0
+        for hit in found:
+            if hit[0] >= position:
+                chosen.append(hit)
+                position = hit[1]
+        return chosen
 
     def hits(self, text: str) -> list[KnownHit]:
         """Non-overlapping occurrences in `text`, left to right."""
-        if self._automaton is None or len(text) < MIN_VALUE_CHARS:
+        if not self._layers or len(text) < MIN_VALUE_CHARS:
             return []
-        entries = self._entries
-        return [
-            KnownHit(start, end, entries[index][1], entries[index][0])
-            for index, start, end in self._automaton.find_matches_as_indexes(_lower_same_length(text))
-        ]
+        return [KnownHit(start, end, token, kind) for start, end, kind, token in self._matches(text)]
 
     def replace(self, text: str, on_hit=None) -> str:
         """`text` with every known value replaced by its token. `on_hit(kind)`
         is called once per replacement (masking statistics)."""
-        if self._automaton is None or len(text) < MIN_VALUE_CHARS:
+        if not self._layers or len(text) < MIN_VALUE_CHARS:
             return text
-        matches = self._automaton.find_matches_as_indexes(_lower_same_length(text))
+        matches = self._matches(text)
         if not matches:
             return text
-        entries = self._entries
         pieces: list[str] = []
         position = 0
-        for index, start, end in matches:
-            kind, token = entries[index]
+        for start, end, kind, token in matches:
             pieces.append(text[position:start])
             pieces.append(token)
             if on_hit is not None:
