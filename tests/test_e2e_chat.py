@@ -55,7 +55,9 @@ def wait_for_port(port: int, proc: subprocess.Popen, log: Path, timeout: float =
 
 
 @contextlib.contextmanager
-def running_stack(tmp_path, target_dsn: str, *, db_user: str | None = None, role_check: bool = False):
+def running_stack(
+    tmp_path, target_dsn: str, *, db_user: str | None = None, role_check: bool = False, tier: str = "private"
+):
     """Config file, scripted model server, daphne and a Celery worker, the two
     processes connected as `db_user` (default: the test database's user)."""
     fake = FakeLLMServer().__enter__()
@@ -63,7 +65,7 @@ def running_stack(tmp_path, target_dsn: str, *, db_user: str | None = None, role
 [[providers]]
 name = "onprem"
 kind = "openai"
-tier = "private"
+tier = "{tier}"
 base_url = "{fake.base_url}"
 models = ["inhouse-model"]
 """

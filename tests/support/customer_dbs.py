@@ -57,8 +57,34 @@ CUSTOMER_ROWS = [
     "(3, '박지후', '010-4444-5555', 'jihu.park@example.net', '서울')",
     "INSERT INTO orders VALUES (1, 1, 50000, 'gift wrap'), (2, 1, 12000, NULL), (3, 3, 7000, 'call first')",
     "INSERT INTO notes VALUES (1, '고객 김민준 연락처 010-1234-5678, 계좌 110-123-456789'),"
-    " (2, 'no personal data here')",
+    " (2, 'no personal data here'),"
+    # Values written the ways the detectors used to miss: other separators,
+    # zero-width characters, Korean domains, a bank name as the only context,
+    # a label after the value.
+    " (3, '연락처 010/9876/5432 또는 010·8765·4321'),"
+    " (4, '메일 홍길동@회사.한국, 대표 CONTACT+sales@example.com'),"
+    " (5, '국민은행 123456789012 으로 입금'),"
+    " (6, '010​-5555​-6666 로 연락')",
 ]
+# Personal values planted in the tables above (as written), for leak checks.
+PLANTED_VALUES = (
+    "김민준",
+    "이서연",
+    "박지후",
+    "010-1234-5678",
+    "010-2222-3333",
+    "010-4444-5555",
+    "minjun.kim@example.com",
+    "seoyeon@example.co.kr",
+    "jihu.park@example.net",
+    "110-123-456789",
+    "010/9876/5432",
+    "010·8765·4321",
+    "홍길동@회사.한국",
+    "CONTACT+sales@example.com",
+    "123456789012",
+    "010​-5555​-6666",
+)
 # The personal-data columns of the tables above, as a classification schema.
 CUSTOMER_SCHEMA = {
     "customers": {"id": None, "name": "name", "phone": "phone", "email": "email", "city": None},

@@ -1,7 +1,9 @@
 """A scripted OpenAI-compatible chat-completions server on loopback.
 
 It answers each request with the next scripted reply and records every
-request body, so tests can prove what did and did not reach a model.
+request body, so tests can prove what did and did not reach a model. A
+scripted reply may also be a function of the request body, for a model that
+reacts to what it reads (an attacker reusing the tokens it was given).
 Supports streaming (SSE) and non-streaming responses.
 """
 
@@ -30,7 +32,7 @@ def tool_call(name: str, arguments: dict | str, call_id: str = "call_1") -> Repl
 
 class FakeLLMServer:
     def __init__(self, script: list[Reply] | None = None) -> None:
-        self.script: list[Reply] = list(script or [])
+        self.script: list = list(script or [])  # Reply, or a function(request body) -> Reply
         self.requests: list[dict] = []
         self._lock = threading.Lock()
         server = self
@@ -45,6 +47,9 @@ class FakeLLMServer:
                 with server._lock:
                     server.requests.append(body)
                     reply = server.script.pop(0) if server.script else Reply(content="(script exhausted)")
+                # An adaptive step (a scripted attacker reading what it was sent).
+                if callable(reply):
+                    reply = reply(body)
                 if body.get("stream"):
                     self._stream(body, reply)
                 else:
