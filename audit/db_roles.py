@@ -338,7 +338,7 @@ def runtime_role_problems(connection: Any, *, audit_tables: Iterable[str] | None
     session is exactly as constrained as the app role.
     """
     if audit_tables is None:
-        from audit.models import AUDIT_TABLES  # models need a ready app registry; import late
+        from audit.tables import AUDIT_TABLES
 
         audit_tables = AUDIT_TABLES
     with connection.cursor() as cursor:

@@ -9,6 +9,8 @@ from __future__ import annotations
 from django.db import models
 from django.utils.translation import gettext_lazy as _
 
+from audit import tables
+
 
 class Outcome(models.TextChoices):
     SUCCESS = "success", _("Success")
@@ -130,10 +132,9 @@ class AuditDigest(models.Model):
         return f"{self.table} {self.first_id}-{self.last_id}"
 
 
-# The append-only tables: database guards and retention cover all three;
-# digests cover the records (not themselves).
-AUDIT_TABLES = ("audit_toolcallaudit", "audit_auditevent", "audit_auditdigest")
-DIGESTED_TABLES = ("audit_toolcallaudit", "audit_auditevent")
+# The audit tables are named once, in audit.tables (re-exported here).
+AUDIT_TABLES = tables.AUDIT_TABLES
+DIGESTED_TABLES = tables.DIGESTED_TABLES
 
 
 class SqlExecution(ToolCallAudit):

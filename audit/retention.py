@@ -78,7 +78,7 @@ def purge_expired(*, now: datetime | None = None) -> dict[str, int]:
     the application role the latter fails (no DELETE right): that is intended,
     production must configure the retention role.
     """
-    from audit.models import AUDIT_TABLES
+    from audit.tables import AUDIT_TABLES
 
     cutoff = retention_cutoff(now=now)
     url = getattr(settings, "OWLAI_RETENTION_DATABASE_URL", "")

@@ -7,9 +7,10 @@ job's deletions of expired rows pass. Used by migration audit 0003.
 
 from __future__ import annotations
 
+from audit.tables import AUDIT_TABLES
 from owlai.install_config import MIN_RETENTION_DAYS
 
-GUARDED_TABLES = ("audit_toolcallaudit", "audit_auditevent", "audit_auditdigest")
+GUARDED_TABLES = AUDIT_TABLES
 
 
 def trigger_names(table: str) -> tuple[str, str]:

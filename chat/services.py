@@ -122,7 +122,7 @@ def resolve_turn_model(*, turn: Turn) -> ResolvedModel:
         model = default.model if default else None
     if model is None or not model.usable:
         raise ModelUnresolvable
-    if model.provider.tier not in ("private", "public"):
+    if model.provider.tier not in Tier.values:
         raise ModelUnresolvable
     return ResolvedModel(model=model, tier=model.provider.tier)
 

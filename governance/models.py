@@ -6,12 +6,14 @@ from django.conf import settings
 from django.db import models
 from django.utils.translation import gettext_lazy as _
 
+from governance.pii.kinds import PiiKind
 from governance.sql.dialects import DIALECT_BY_ENGINE
+from owlai import install_config
 
 
 class Tier(models.TextChoices):
-    PRIVATE = "private", _("Private (stays on-prem)")
-    PUBLIC = "public", _("Public (leaves the network)")
+    PRIVATE = install_config.PRIVATE, _("Private (stays on-prem)")
+    PUBLIC = install_config.PUBLIC, _("Public (leaves the network)")
 
 
 class Provider(models.Model):
@@ -245,18 +247,19 @@ class DbGrant(models.Model):
 
 
 class PiiKindChoice(models.TextChoices):
-    """Mirrors governance.pii.detectors.PiiKind (ids) with translatable labels."""
+    """governance.pii.kinds.PiiKind with translatable names (one member per
+    kind: tests/test_vocabulary.py checks the two match)."""
 
-    RRN = "rrn", _("Resident registration number")
-    FOREIGNER_RN = "frn", _("Foreigner registration number")
-    PHONE = "phone", _("Phone number")
-    EMAIL = "email", _("Email")
-    CARD = "card", _("Card number")
-    ACCOUNT = "account", _("Bank account number")
-    PASSPORT = "passport", _("Passport number")
-    DRIVER_LICENSE = "driver_license", _("Driver's licence number")
-    NAME = "name", _("Name")
-    ADDRESS = "address", _("Address")
+    RRN = PiiKind.RRN.value, _("Resident registration number")
+    FOREIGNER_RN = PiiKind.FOREIGNER_RN.value, _("Foreigner registration number")
+    PHONE = PiiKind.PHONE.value, _("Phone number")
+    EMAIL = PiiKind.EMAIL.value, _("Email")
+    CARD = PiiKind.CARD.value, _("Card number")
+    ACCOUNT = PiiKind.ACCOUNT.value, _("Bank account number")
+    PASSPORT = PiiKind.PASSPORT.value, _("Passport number")
+    DRIVER_LICENSE = PiiKind.DRIVER_LICENSE.value, _("Driver's licence number")
+    NAME = PiiKind.NAME.value, _("Name")
+    ADDRESS = PiiKind.ADDRESS.value, _("Address")
 
 
 class ClassificationSource(models.TextChoices):

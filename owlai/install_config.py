@@ -12,10 +12,13 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-TIERS = ("private", "public")
+# Provider tiers: `private` stays on-prem, `public` leaves the network. The
+# one definition; governance.models.Tier gives them translated labels.
+PRIVATE, PUBLIC = "private", "public"
+TIERS = (PRIVATE, PUBLIC)
 PROVIDER_KINDS = ("openai", "offline-demo")
-# Seed 003: access records are kept at least three years; a shorter value
-# must stop start-up rather than silently lose its meaning.
+# Access records are kept at least three years; a shorter value must stop
+# start-up rather than silently lose its meaning.
 MIN_RETENTION_DAYS = 1095
 FEATURES = ("chat", "db_analysis", "meeting_summary")
 

@@ -20,10 +20,11 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from governance.pii.detectors import NORMALISERS, PiiKind, detect_spans
+from governance.pii.detectors import NORMALISERS, detect_spans
+from governance.pii.kinds import TOKEN_LABELS
 from governance.pii.known_values import EMPTY, KnownValues
 
-LABEL_BY_KIND: dict[str, str] = {kind.value: kind.label for kind in PiiKind}
+LABEL_BY_KIND: dict[str, str] = {kind.value: label for kind, label in TOKEN_LABELS.items()}
 KIND_BY_LABEL: dict[str, str] = {label: kind for kind, label in LABEL_BY_KIND.items()}
 TOKEN_PATTERN = re.compile(r"\[(" + "|".join(map(re.escape, KIND_BY_LABEL)) + r")-(\d{1,9})\]")
 

@@ -1,0 +1,72 @@
+"""One vocabulary per concept: personal-data kinds, SQL dialects, provider
+tiers and audit tables are each defined once; every other list of them is
+derived from, or checked against, that definition here."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from governance.pii import kinds
+
+
+def test_personal_data_kinds_are_one_list():
+    from governance.models import PiiKindChoice
+    from governance.pii import detectors, lineage, masking
+    from governance.schema_analysis import NAME_HINTS
+
+    ids = {kind.value for kind in kinds.PiiKind}
+    assert ids == kinds.KIND_IDS
+    assert set(PiiKindChoice.values) == ids  # the admin's translated names
+    assert set(kinds.TOKEN_LABELS) == set(kinds.PiiKind)
+    assert len(set(kinds.TOKEN_LABELS.values())) == len(ids)  # a label names one kind
+    assert set(kinds.SEVERITY) == ids and len(kinds.SEVERITY) == len(ids)
+    assert detectors.PiiKind is kinds.PiiKind
+    assert set(masking.LABEL_BY_KIND) == ids and set(masking.KIND_BY_LABEL) == set(kinds.TOKEN_LABELS.values())
+    assert {kind for kind, *_ in NAME_HINTS} <= ids
+    assert set(detectors.NORMALISERS) <= ids
+    assert tuple(lineage._SEVERITY) == kinds.SEVERITY
+
+
+def test_dialects_are_one_list():
+    from governance.models import SQL_DIALECT_BY_ENGINE, DbEngine
+    from governance.pii import lineage
+    from governance.sql import dialects, guard
+
+    supported = set(dialects.SUPPORTED_DIALECTS)
+    assert set(SQL_DIALECT_BY_ENGINE) == set(DbEngine.values)
+    assert set(SQL_DIALECT_BY_ENGINE.values()) == supported
+    assert set(dialects.DEFAULT_SCHEMAS) == supported
+    assert set(guard._DIALECTS) == supported and set(lineage._DIALECTS) == supported
+    assert guard.SUPPORTED_DIALECTS is dialects.SUPPORTED_DIALECTS
+    assert lineage.SUPPORTED_DIALECTS is dialects.SUPPORTED_DIALECTS
+    # One function allowlist per dialect, and no other.
+    lists = Path(guard.__file__).parent / "functions"
+    assert {path.stem for path in lists.iterdir() if not path.name.startswith((".", "_"))} == supported
+    for engine, dialect in SQL_DIALECT_BY_ENGINE.items():
+        assert dialects.dialect_of(engine) == dialect == dialects.dialect_of(dialect)
+
+
+def test_tiers_are_one_list():
+    from governance.models import Tier
+    from governance.visibility import decide
+    from owlai import install_config
+
+    assert tuple(Tier.values) == install_config.TIERS
+    for tier in install_config.TIERS:
+        # Every tier gets a decision for every exposure (none raises).
+        for exposure in ("all_models", "internal_only"):
+            decide(tier=tier, exposure=exposure, granted=True)
+
+
+def test_audit_tables_are_one_list():
+    from audit import db_roles, retention, sqlite_guards, tables
+    from audit.models import AuditDigest, AuditEvent, ToolCallAudit
+
+    models_tables = {model._meta.db_table for model in (ToolCallAudit, AuditEvent, AuditDigest)}
+    assert set(tables.AUDIT_TABLES) == models_tables
+    assert set(tables.DIGESTED_TABLES) == {ToolCallAudit._meta.db_table, AuditEvent._meta.db_table}
+    assert sqlite_guards.GUARDED_TABLES is tables.AUDIT_TABLES
+    for module in (db_roles, retention):
+        source = Path(module.__file__).read_text()
+        assert "from audit.tables import AUDIT_TABLES" in source
+        assert "audit_toolcallaudit" not in source  # no second spelling of the names
