@@ -316,7 +316,12 @@ _STAGE1 = re.compile(f"[0-9]{_REGION_TAIL}")
 # normalisation changes (a one-character match), so one pass finds the regions
 # or tells that the text must be normalised first. The leading class is the
 # charset `re` skips ahead with; the first branch takes such a character.
-_STAGE1_RAW = re.compile(f"[0-9{_NORMALISABLE_BMP}\\U00010000-\\U0010ffff](?:(?<![0-9])|{_REGION_TAIL})")
+# So does any slash or underscore (for 010/1234/5678 in Korean text), and
+# _find_all_numbers goes on when it is not between digits: cheaper than
+# substring tests on every non-ASCII text (an ASCII needle is widened first)
+# or a branch tried at every digit. The search resumes at a region's end, so
+# a slash right after a region is seen too.
+_STAGE1_RAW = re.compile(f"[0-9/_{_NORMALISABLE_BMP}\\U00010000-\\U0010ffff](?:(?<![0-9])|{_REGION_TAIL})")
 # Passports have only 7-8 digits: they are looked for after a label instead,
 # found with plain substring tests first (much cheaper than a regex).
 _PASSPORT_LABEL = re.compile("여권|passport", re.IGNORECASE)
@@ -434,12 +439,19 @@ _EMAIL_DOMAIN = re.compile(
     r"(?:xn--[A-Za-z0-9-]{1,59}(?![\w-])|[A-Za-z]{2,24}(?![A-Za-z0-9-])|한국|삼성|닷컴|닷넷"
     r"|[^\W\d_A-Za-z\u1100-\u11ff\u3130-\u318f\uac00-\ud7a3]{2,24}(?![\w-]))"
 )
+# The same domain on ASCII text, where it matches exactly what _EMAIL_DOMAIN
+# does (the Hangul and other-script branches cannot match), only faster.
+_EMAIL_DOMAIN_ASCII = re.compile(
+    r"(?:[A-Za-z0-9](?:[A-Za-z0-9_-]{0,61}[A-Za-z0-9])?\.){1,8}"
+    r"(?:xn--[A-Za-z0-9-]{1,59}(?![A-Za-z0-9_-])|[A-Za-z]{2,24}(?![A-Za-z0-9-]))",
+    re.ASCII,
+)
 # A cell that is exactly one address, as _find_emails would find it: an
 # ASCII local part of 1-64 chars not starting with a dot and without quotes
 # (see _find_emails), and a domain (whose labels are fixed by the dots, so its
 # first match is the whole rest).
 _EMAIL_CELL = re.compile(
-    rf"[A-Za-z0-9!#$%&*+/=?^_{{|}}~-][A-Za-z0-9!#$%&*+/=?^_{{|}}~.-]{{0,63}}@{_EMAIL_DOMAIN.pattern}",
+    rf"[A-Za-z0-9!#$%&*+/=?^_{{|}}~-][A-Za-z0-9!#$%&*+/=?^_{{|}}~.-]{{0,63}}@{_EMAIL_DOMAIN_ASCII.pattern}",
     re.ASCII,  # for ASCII cells only, where the Unicode classes match the same
 )
 
@@ -945,10 +957,10 @@ def _passport_label_in(text: str) -> bool:
 
     There lower() and a case-insensitive search cost several times more than
     substring tests (every ASCII needle is widened first), so the raw text is
-    tested for the usual spellings (passport, Passport, PASSPORT, PassPort).
+    tested for the usual spellings (passport, Passport, PASSPORT).
     A label in another mixed case is still found in ASCII text (lower() is
     cheap there) and in text that goes through normalisation."""
-    return "여권" in text or "ssport" in text or "SSPORT" in text or "ssPort" in text
+    return "여권" in text or "ssport" in text or "SSPORT" in text
 
 
 def _find_passports(text: str, out: list[_Candidate]) -> None:
@@ -965,10 +977,11 @@ def _find_passports(text: str, out: list[_Candidate]) -> None:
                 out.append((_PASSPORT, m.start(), m.end(), 0.9))
 
 
-def _find_emails(text: str, out: list[_Candidate]) -> None:
+def _find_emails(text: str, out: list[_Candidate], ascii_text: bool = False) -> None:
     at = text.find("@")
+    email_domain = _EMAIL_DOMAIN_ASCII if ascii_text else _EMAIL_DOMAIN
     while at != -1:
-        domain = _EMAIL_DOMAIN.match(text, at + 1)
+        domain = email_domain.match(text, at + 1)
         local = domain and _EMAIL_LOCAL_ASCII.search(text, max(0, at - 64), at)
         if domain and (
             local is None
@@ -1045,9 +1058,10 @@ def _find_all_numbers(scan: str, region: re.Match[str], stage1: re.Pattern[str],
     last = len(scan) - room
     while True:
         start, end = region.span()
-        if end - start == 1:
+        if end - start > 1:
+            _find_numbers(scan, start, end, found, ctx)
+        elif scan[start] not in "/_" or (scan[start - 1 : start].isdigit() and scan[end : end + 1].isdigit()):
             return False
-        _find_numbers(scan, start, end, found, ctx)
         if end > last or (region := stage1.search(scan, end)) is None:
             return True
 
@@ -1089,9 +1103,9 @@ def detect_spans(text: str) -> list[_Candidate]:
             found = []
             _find_all_numbers(text, region, _STAGE1, found)
         passport = "assport" in text.lower()
+        if "@" in text:
+            _find_emails(text, found, True)
     else:
-        if ("/" in text or "_" in text) and _DIGIT_SEP.search(text):
-            return _detect_normalised(text)
         region = _STAGE1_RAW.search(text)
         if region is None:
             # No digit region and nothing to normalise.
@@ -1105,8 +1119,8 @@ def detect_spans(text: str) -> list[_Candidate]:
                 # invisible characters: normalise and start over.
                 return _detect_normalised(text)
         passport = _passport_label_in(text)
-    if "@" in text:
-        _find_emails(text, found)
+        if "@" in text:
+            _find_emails(text, found)
     if passport:
         _find_passports(text, found)
     if len(found) < 2:
