@@ -656,8 +656,12 @@ def _gap(label: _Label, text: str, start: int, end: int, before: int, after: int
 # What may stand between an identifier label and the number it names:
 # spaces, punctuation and the words for "number" ("주문번호: ", "사업자등록번호 ",
 # "Invoice No. ", "Order #", "tracking number: ", "Part "), and between the
-# number and a label after it ("123-4567-8901 (송장)").
-_LABEL_GAP_BEFORE = re.compile(r"(?:[\s:#.=(\[-]|번호|등록|코드|no|number|num|nr|id|code)*")
+# number and a label after it ("123-4567-8901 (송장)"). The label before is
+# matched up to the end of the window, so overlapping words ("운송장": 운송,
+# 송장) are all tried.
+_LABEL_BEFORE = re.compile(
+    rf"(?:{_ID_LABEL[1].pattern})(?P<gap>(?:[\s:#.=(\[-]|번호|등록|코드|no|number|num|nr|id|code)*)\Z"
+)
 _LABEL_GAP_AFTER = re.compile(r"[\s(\[:-]*")
 
 
@@ -674,11 +678,10 @@ def _id_label_wins(ctx: _Context, start: int, end: int) -> bool:
     id_gap = None
     lo = max(0, start - 20)
     window = text[lo:start].lower()
-    for m in _ID_LABEL[1].finditer(window):
-        if _LABEL_GAP_BEFORE.fullmatch(window, m.end()):
-            id_gap = len(window) - m.end()
-            break
-    if id_gap is None:
+    m = _LABEL_BEFORE.search(window)
+    if m is not None:
+        id_gap = len(m.group("gap"))
+    else:
         window = text[end : end + 8].lower()
         m = _ID_LABEL[1].search(window)
         if m is None or not _LABEL_GAP_AFTER.fullmatch(window, 0, m.start()):
