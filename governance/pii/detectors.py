@@ -26,7 +26,8 @@ Public API
     Canonical form: digits only for numeric kinds; phones in domestic form
     (``+82 10-1234-5678``, ``82-10-...``, ``0082...`` -> ``01012345678``);
     e-mail lowercased; passport uppercased without separators; names and
-    addresses casefolded with single spaces. Full-width characters are folded.
+    addresses casefolded with single spaces. NFKC forms (full-width, circled
+    digits) are folded and invisible characters dropped first.
 ``detect_spans(text) -> list[tuple[str, int, int, float]]``
     ``detect`` as plain tuples ``(kind id, start, end, confidence)``, for hot
     paths (governance.pii.masking): no Detection objects, no Enum lookups.
@@ -37,11 +38,30 @@ Public API
 
 What is detected, and the decisions on ambiguous formats
 --------------------------------------------------------
+* Normalisation: the detectors read a normalised copy of the text. NFKC
+  compatibility forms are folded (full-width ``０１０``, circled ``⓪①⓪``, ``⑩``,
+  math and superscript digits, ``＠``, ``﹫``); format characters are removed
+  (every Cf: zero-width space/joiners, word joiner, BOM, soft hyphen, bidi
+  controls, tags; also CGJ, variation selectors, Hangul fillers); every
+  Unicode space (no-break, narrow no-break, thin, hair, figure, en/em,
+  ideographic) is a space; Unicode dashes and minus, middle dots (``·``,
+  ``ㆍ``, ``・``, ``‧``, ``∙``, ``⋅``, ``•``) and the Hangul vowel ``ㅡ`` that
+  Korean writers use as a dash are hyphens. Spans still index the original
+  text: a character that expands (``⑩`` -> ``10``) or vanishes is recorded in
+  an offset map, and a value covers every invisible character inside it
+  (``010\u200b-1234-5678`` is masked whole). Only non-ASCII text pays for
+  this; the map is built only when a character changes length.
+* Separators: besides hyphen, dot and space, a slash or underscore between
+  digits (``010/1234/5678``, ``900101_1234567``): digit groups joined only by
+  them are read as hyphen-joined; when the run touches hyphen/dot groups
+  (``110-123-456789/110-987-654321``) the slash separates two values. E-mails
+  and passports are read without this, since ``/`` and ``_`` are address
+  characters. A slash or underscore not between digits keeps gluing a number
+  to a code (``ORD_2024_000123``).
 * Numbers are delimited with digit lookarounds, never ``\\b``: Hangul is a word
   character for ``re``, so ``전화010-1234-5678로`` would otherwise be missed.
-  Full-width digits/dashes (``０１０－１２３４－５６７８``) are folded to ASCII first
-  (one code point each, so offsets do not move).
-* RRN / foreigner RN: ``YYMMDD-GNNNNNN`` with hyphen, space or nothing; the
+* RRN / foreigner RN: ``YYMMDD-GNNNNNN`` with hyphen, space or nothing (or,
+  after normalisation, any separator above but a dot); the
   gender digit is 1-4 (RRN) or 5-8 (FRN); month and day must exist (Feb 29 is
   always allowed). The old checksum only raises confidence, it never rejects:
   numbers issued since Oct 2020 are random. Corporate registration numbers
@@ -54,10 +74,20 @@ What is detected, and the decisions on ambiguous formats
   numbers 15xx/16xx/18xx-xxxx are detected at low confidence, only hyphenated
   and not followed by 원/년 (``1500-2000원`` is a price range): they identify
   companies, but masking them costs little, while bare 8-digit runs are IDs.
-* E-mail: practical RFC subset: ASCII local part with ``. _ % + -`` (so
-  subaddressing ``a+b@x.com``), dotted domain ending in a 2+ letter or
-  punycode TLD (so ``.co.kr``). Not detected: Hangul (IDN) addresses,
-  ``user@localhost``, and an address written entirely in full-width forms.
+* E-mail: the local part takes every RFC 5322 atom character
+  (``!#$%&'*+/=?^_`{|}~-`` and dots) and, for internationalised addresses,
+  any Unicode letter or digit (``홍길동@회사.한국``); domain labels are
+  letters, digits and hyphens of any script (IDN), the TLD ASCII letters,
+  punycode, a Hangul TLD that exists (한국, 삼성, 닷컴, 닷넷; the text after it
+  is a particle: ``홍길동@회사.한국으로``) or letters of another script. Any case;
+  full-width forms after normalisation. Decisions: a local part does not
+  start with a dot or a quote, and ``key='a@b.kr'`` holds the address after
+  the quote (otherwise the whole RFC run is taken: ``email=a@b.kr`` masks
+  ``email=a@b.kr``, the safe side). Where Hangul meets Latin letters the
+  address starts at the change (``문의hong@x.com`` -> ``hong@x.com``); between
+  Hangul and digits it does not (``홍길동123@x.com`` is one address). Both
+  sides are bounded (64 chars, 8 labels), so matching stays linear. Not
+  detected: ``user@localhost``.
 * Cards: 13-19 digits, Luhn-valid only; grouped 4-4-4-4(-3) or 4-6-5/4-6-4
   (Amex, Diners) with spaces or hyphens, or bare. Bare runs must also start
   like a card (3-6, 9 for Korean domestic brands, 22-27 for Mastercard
@@ -68,7 +98,31 @@ What is detected, and the decisions on ambiguous formats
   기업 3-6-2-3, 카카오뱅크 4-2-7, 토스 4-4-4, ...); (b) any 10-16 digit run, bare
   or joined by hyphens/dots, or 2-4 space-separated groups of 10-14 digits,
   when an account word (계좌, 입금, 송금, 은행, 국민, 신한, 우리, 하나, 농협,
-  기업, 카카오, 토스, account, bank, ...) is within 20 chars before or 10 after.
+  기업, 카카오, 토스, account, bank, ...) is within 20 chars before or 10 after
+  (``1234567890123 계좌``, ``110-123-456789 (신한)``), in any case
+  (``ACCOUNT``, ``Account No.``). A bank's name alone is context, in Korean or
+  English (``Kookmin``, ``Shinhan``, ``Woori``, ``Hana``, ``NH``, ``IBK``, ``KEB``,
+  ``KB``, ``SC``, ``KDB``, ``Citi``, ``Kakao``, ``Toss``, ``kbank``, ``씨티``, ``수협``,
+  ``새마을금고``, ``우체국``, ``신협``, ``증권``, any ``...은행``/``...뱅크``); a
+  place name is a bank only with 은행 (``부산 1234567890`` is not an account).
+  Short English names must stand as words (``KB``, not ``desKB``).
+* Identifier labels: a number named by a label of a non-personal identifier
+  (invoice, waybill/tracking, 송장/운송장, part, P/N, order/주문, SKU, serial,
+  S/N, model, ticket, reservation/booking/예약, 사업자(등록번호), customer/member
+  number, 고객번호/회원번호, 접수/승인/관리/문서번호, ...) is not masked as an
+  account: ``송장번호 123456789012``, ``Invoice No. 2024-000123-45``, ``Part
+  12345-67890-12``. "Named" means the label is right before the number, with
+  only spaces, punctuation and words for "number" between (``주문번호: ``,
+  ``Order #``, ``tracking number: ``), or right after it (``123-4567-8901
+  (송장)``); a label further away does not count (``배송지 변경, 연락처
+  011-051-9425`` stays an account). Decisions: a value with a format of its
+  own is masked whatever the label: a phone, RRN, card (``Order contact
+  010-1234-5678``, ``Order #4556789012345672``), and a known bank layout
+  (``송장 123456-01-234567``, 6-2-6). When an account word and an identifier
+  label are both near, the nearer one names the number; on a tie the account
+  wins (masking is the safe side). Customer and member numbers are kept:
+  they are the company's own keys, which the agent joins tables on, and
+  mean nothing outside the company.
   Decisions: two-group numbers (``10000-20000``, ``2024-000123``) need
   context: they are mostly ranges and serials, and banks do not print
   accounts in two groups. Chains glued to letters (``ORD-2024-000123``) or,
@@ -84,10 +138,14 @@ What is detected, and the decisions on ambiguous formats
   an explicit account word (계좌, 입금, 송금, 이체, 통장, account, acct, a/c,
   iban): ``입금 20240115123000`` is masked.
 * Passports (``M12345678``, ``M123A4567``, and foreign 1-2 letters + 7-8
-  digits) only within 25 chars after a label (여권, passport/Passport/PASSPORT).
+  digits) only within 25 chars after a label (여권, passport in any case) or
+  12 before one (``M12345678 (여권)``). In non-ASCII text that needs no
+  normalisation the label is looked for as passport/Passport/PASSPORT only
+  (a case-insensitive test there costs more than the rest of the scan).
   Driver's licences (``11-12-345678-90``, ``서울 12-345678-90``, hyphen/dot or
-  bare) only within 25 chars after a label (면허, licence/license, driver). An
-  unlabelled 4-group licence number is still masked, as an account (rule a).
+  bare) only within 25 chars after a label (면허, licence/license, driver, any
+  case) or 10 before one. An unlabelled 4-group licence number is still masked,
+  as an account (rule a).
 * Hex tokens are opaque: no numeric detection starts or ends inside a run of
   ``[0-9A-Fa-f-]`` in which a hex letter touches a digit, or that holds a
   UUID (8-4-4-4-12 hex, any case, braces or not, all-digit ones included).
@@ -97,12 +155,14 @@ What is detected, and the decisions on ambiguous formats
 * Left alone: dates, times, ISO timestamps, amounts, UUIDs and hex ids,
   IPv4/IPv6, version strings, order and product codes with letters, zip
   codes, short numbers, business registration numbers, Luhn-invalid 16-digit
-  runs without an account word.
+  runs without an account word, numbers named by an identifier label.
 
 How it works (speed matters: every tool result cell goes through here):
 stage 1 is one regex search for a run of 9+ digits and separators (ASCII
-classes; in non-ASCII text the same search also stops at a foldable
-character, and then the text is folded and searched again), plus ``"@" in
+classes; in non-ASCII text the same search also stops at a character that
+normalisation changes, or at a slash/underscore between digits, and then the
+text is normalised and searched again; ASCII text is tested for a slash or
+underscore between digits first, with two substring tests), plus ``"@" in
 text`` and a passport-label substring test; names, amounts, times and short
 codes stop there, and bare dates are skipped inside the search. A cell that
 is exactly one phone, UUID, date/timestamp, e-mail address or stage-1 region
@@ -298,7 +358,7 @@ _SLASH_AS_SPACE = str.maketrans("/_", "  ")
 # count is checked in Python. Amounts (commas), times (colons), short numbers
 # and plain text never match, so most cells cost just this search. ASCII
 # classes only (a bitmap test per character, much cheaper than Unicode `\d`):
-# regions are looked for in folded text, where full-width digits are ASCII.
+# regions are looked for in normalised text, where full-width digits are ASCII.
 #
 # A region starts at the first digit of its run: an attempt at a digit that
 # follows a digit is cut short by the lookbehind. A bare date (``2024-01-15``,
@@ -327,7 +387,7 @@ _STAGE1_RAW = re.compile(f"[0-9/_{_NORMALISABLE_BMP}\\U00010000-\\U0010ffff](?:(
 _PASSPORT_LABEL = re.compile("여권|passport", re.IGNORECASE)
 
 # ==========================================================================
-# Stage 2 patterns (ASCII, applied to folded text)
+# Stage 2 patterns (ASCII, applied to normalised text)
 # ==========================================================================
 
 # Separator inside a phone / RRN / licence: hyphen or dot (optionally spaced)
@@ -675,7 +735,6 @@ def _id_label_wins(ctx: _Context, start: int, end: int) -> bool:
     if not _near(_ID_LABEL, ctx, start, end, 20, 8):
         return False  # the usual case: one search
     text = ctx[0]
-    id_gap = None
     lo = max(0, start - 20)
     window = text[lo:start].lower()
     m = _LABEL_BEFORE.search(window)
