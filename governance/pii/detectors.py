@@ -26,7 +26,8 @@ Public API
     Canonical form: digits only for numeric kinds; phones in domestic form
     (``+82 10-1234-5678``, ``82-10-...``, ``0082...`` -> ``01012345678``);
     e-mail lowercased; passport uppercased without separators; names and
-    addresses casefolded with single spaces. Full-width characters are folded.
+    addresses casefolded with single spaces. NFKC forms (full-width, circled
+    digits) are folded and invisible characters dropped first.
 ``detect_spans(text) -> list[tuple[str, int, int, float]]``
     ``detect`` as plain tuples ``(kind id, start, end, confidence)``, for hot
     paths (governance.pii.masking): no Detection objects, no Enum lookups.
@@ -37,11 +38,30 @@ Public API
 
 What is detected, and the decisions on ambiguous formats
 --------------------------------------------------------
+* Normalisation: the detectors read a normalised copy of the text. NFKC
+  compatibility forms are folded (full-width ``０１０``, circled ``⓪①⓪``, ``⑩``,
+  math and superscript digits, ``＠``, ``﹫``); format characters are removed
+  (every Cf: zero-width space/joiners, word joiner, BOM, soft hyphen, bidi
+  controls, tags; also CGJ, variation selectors, Hangul fillers); every
+  Unicode space (no-break, narrow no-break, thin, hair, figure, en/em,
+  ideographic) is a space; Unicode dashes and minus, middle dots (``·``,
+  ``ㆍ``, ``・``, ``‧``, ``∙``, ``⋅``, ``•``) and the Hangul vowel ``ㅡ`` that
+  Korean writers use as a dash are hyphens. Spans still index the original
+  text: a character that expands (``⑩`` -> ``10``) or vanishes is recorded in
+  an offset map, and a value covers every invisible character inside it
+  (``010\u200b-1234-5678`` is masked whole). Only non-ASCII text pays for
+  this; the map is built only when a character changes length.
+* Separators: besides hyphen, dot and space, a slash or underscore between
+  digits (``010/1234/5678``, ``900101_1234567``): digit groups joined only by
+  them are read as hyphen-joined; when the run touches hyphen/dot groups
+  (``110-123-456789/110-987-654321``) the slash separates two values. E-mails
+  and passports are read without this, since ``/`` and ``_`` are address
+  characters. A slash or underscore not between digits keeps gluing a number
+  to a code (``ORD_2024_000123``).
 * Numbers are delimited with digit lookarounds, never ``\\b``: Hangul is a word
   character for ``re``, so ``전화010-1234-5678로`` would otherwise be missed.
-  Full-width digits/dashes (``０１０－１２３４－５６７８``) are folded to ASCII first
-  (one code point each, so offsets do not move).
-* RRN / foreigner RN: ``YYMMDD-GNNNNNN`` with hyphen, space or nothing; the
+* RRN / foreigner RN: ``YYMMDD-GNNNNNN`` with hyphen, space or nothing (or,
+  after normalisation, any separator above but a dot); the
   gender digit is 1-4 (RRN) or 5-8 (FRN); month and day must exist (Feb 29 is
   always allowed). The old checksum only raises confidence, it never rejects:
   numbers issued since Oct 2020 are random. Corporate registration numbers
@@ -54,10 +74,20 @@ What is detected, and the decisions on ambiguous formats
   numbers 15xx/16xx/18xx-xxxx are detected at low confidence, only hyphenated
   and not followed by 원/년 (``1500-2000원`` is a price range): they identify
   companies, but masking them costs little, while bare 8-digit runs are IDs.
-* E-mail: practical RFC subset: ASCII local part with ``. _ % + -`` (so
-  subaddressing ``a+b@x.com``), dotted domain ending in a 2+ letter or
-  punycode TLD (so ``.co.kr``). Not detected: Hangul (IDN) addresses,
-  ``user@localhost``, and an address written entirely in full-width forms.
+* E-mail: the local part takes every RFC 5322 atom character
+  (``!#$%&'*+/=?^_`{|}~-`` and dots) and, for internationalised addresses,
+  any Unicode letter or digit (``홍길동@회사.한국``); domain labels are
+  letters, digits and hyphens of any script (IDN), the TLD ASCII letters,
+  punycode, a Hangul TLD that exists (한국, 삼성, 닷컴, 닷넷; the text after it
+  is a particle: ``홍길동@회사.한국으로``) or letters of another script. Any case;
+  full-width forms after normalisation. Decisions: a local part does not
+  start with a dot or a quote, and ``key='a@b.kr'`` holds the address after
+  the quote (otherwise the whole RFC run is taken: ``email=a@b.kr`` masks
+  ``email=a@b.kr``, the safe side). Where Hangul meets Latin letters the
+  address starts at the change (``문의hong@x.com`` -> ``hong@x.com``); between
+  Hangul and digits it does not (``홍길동123@x.com`` is one address). Both
+  sides are bounded (64 chars, 8 labels), so matching stays linear. Not
+  detected: ``user@localhost``.
 * Cards: 13-19 digits, Luhn-valid only; grouped 4-4-4-4(-3) or 4-6-5/4-6-4
   (Amex, Diners) with spaces or hyphens, or bare. Bare runs must also start
   like a card (3-6, 9 for Korean domestic brands, 22-27 for Mastercard
@@ -68,7 +98,31 @@ What is detected, and the decisions on ambiguous formats
   기업 3-6-2-3, 카카오뱅크 4-2-7, 토스 4-4-4, ...); (b) any 10-16 digit run, bare
   or joined by hyphens/dots, or 2-4 space-separated groups of 10-14 digits,
   when an account word (계좌, 입금, 송금, 은행, 국민, 신한, 우리, 하나, 농협,
-  기업, 카카오, 토스, account, bank, ...) is within 20 chars before or 10 after.
+  기업, 카카오, 토스, account, bank, ...) is within 20 chars before or 10 after
+  (``1234567890123 계좌``, ``110-123-456789 (신한)``), in any case
+  (``ACCOUNT``, ``Account No.``). A bank's name alone is context, in Korean or
+  English (``Kookmin``, ``Shinhan``, ``Woori``, ``Hana``, ``NH``, ``IBK``, ``KEB``,
+  ``KB``, ``SC``, ``KDB``, ``Citi``, ``Kakao``, ``Toss``, ``kbank``, ``씨티``, ``수협``,
+  ``새마을금고``, ``우체국``, ``신협``, ``증권``, any ``...은행``/``...뱅크``); a
+  place name is a bank only with 은행 (``부산 1234567890`` is not an account).
+  Short English names must stand as words (``KB``, not ``desKB``).
+* Identifier labels: a number named by a label of a non-personal identifier
+  (invoice, waybill/tracking, 송장/운송장, part, P/N, order/주문, SKU, serial,
+  S/N, model, ticket, reservation/booking/예약, 사업자(등록번호), customer/member
+  number, 고객번호/회원번호, 접수/승인/관리/문서번호, ...) is not masked as an
+  account: ``송장번호 123456789012``, ``Invoice No. 2024-000123-45``, ``Part
+  12345-67890-12``. "Named" means the label is right before the number, with
+  only spaces, punctuation and words for "number" between (``주문번호: ``,
+  ``Order #``, ``tracking number: ``), or right after it (``123-4567-8901
+  (송장)``); a label further away does not count (``배송지 변경, 연락처
+  011-051-9425`` stays an account). Decisions: a value with a format of its
+  own is masked whatever the label: a phone, RRN, card (``Order contact
+  010-1234-5678``, ``Order #4556789012345672``), and a known bank layout
+  (``송장 123456-01-234567``, 6-2-6). When an account word and an identifier
+  label are both near, the nearer one names the number; on a tie the account
+  wins (masking is the safe side). Customer and member numbers are kept:
+  they are the company's own keys, which the agent joins tables on, and
+  mean nothing outside the company.
   Decisions: two-group numbers (``10000-20000``, ``2024-000123``) need
   context: they are mostly ranges and serials, and banks do not print
   accounts in two groups. Chains glued to letters (``ORD-2024-000123``) or,
@@ -84,10 +138,14 @@ What is detected, and the decisions on ambiguous formats
   an explicit account word (계좌, 입금, 송금, 이체, 통장, account, acct, a/c,
   iban): ``입금 20240115123000`` is masked.
 * Passports (``M12345678``, ``M123A4567``, and foreign 1-2 letters + 7-8
-  digits) only within 25 chars after a label (여권, passport/Passport/PASSPORT).
+  digits) only within 25 chars after a label (여권, passport in any case) or
+  12 before one (``M12345678 (여권)``). In non-ASCII text that needs no
+  normalisation the label is looked for as passport/Passport/PASSPORT only
+  (a case-insensitive test there costs more than the rest of the scan).
   Driver's licences (``11-12-345678-90``, ``서울 12-345678-90``, hyphen/dot or
-  bare) only within 25 chars after a label (면허, licence/license, driver). An
-  unlabelled 4-group licence number is still masked, as an account (rule a).
+  bare) only within 25 chars after a label (면허, licence/license, driver, any
+  case) or 10 before one. An unlabelled 4-group licence number is still masked,
+  as an account (rule a).
 * Hex tokens are opaque: no numeric detection starts or ends inside a run of
   ``[0-9A-Fa-f-]`` in which a hex letter touches a digit, or that holds a
   UUID (8-4-4-4-12 hex, any case, braces or not, all-digit ones included).
@@ -97,12 +155,14 @@ What is detected, and the decisions on ambiguous formats
 * Left alone: dates, times, ISO timestamps, amounts, UUIDs and hex ids,
   IPv4/IPv6, version strings, order and product codes with letters, zip
   codes, short numbers, business registration numbers, Luhn-invalid 16-digit
-  runs without an account word.
+  runs without an account word, numbers named by an identifier label.
 
 How it works (speed matters: every tool result cell goes through here):
 stage 1 is one regex search for a run of 9+ digits and separators (ASCII
-classes; in non-ASCII text the same search also stops at a foldable
-character, and then the text is folded and searched again), plus ``"@" in
+classes; in non-ASCII text the same search also stops at a character that
+normalisation changes, or at a slash/underscore between digits, and then the
+text is normalised and searched again; ASCII text is tested for a slash or
+underscore between digits first, with two substring tests), plus ``"@" in
 text`` and a passport-label substring test; names, amounts, times and short
 codes stop there, and bare dates are skipped inside the search. A cell that
 is exactly one phone, UUID, date/timestamp, e-mail address or stage-1 region
@@ -118,7 +178,8 @@ cannot match.
 from __future__ import annotations
 
 import re
-from bisect import bisect_left
+import unicodedata
+from bisect import bisect_left, bisect_right
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
@@ -202,15 +263,94 @@ _Candidate = tuple[str, int, int, float]
 # Stage 1: one cheap pass over the raw text
 # ==========================================================================
 
-_DASHES = "\u2010-\u2015\u2212\ufe63\uff0d"  # Unicode and full-width dashes
+# What the detectors read is a normalised copy of the text: NFKC
+# compatibility forms folded (full-width ``０１０``, circled ``①``, math digits,
+# no-break and thin spaces, ``＠``), format characters removed (zero-width
+# spaces and joiners, soft hyphen, BOM, bidi controls, ...), and every dash
+# or middle dot a writer may put between digit groups turned into "-". It is
+# built per code point (a whole-string NFKC would give no offset map), only
+# for the code points that matter: those whose NFKC form is one ASCII
+# character or holds an ASCII letter, digit or "@". Other NFKC changes (a
+# Hangul compatibility jamo, "…") cannot make or break a value.
+# The pages (code point >> 8) that hold such characters: scanning only these
+# keeps the import cheap (all of Unicode takes ~0.2 s). A character a future
+# Unicode adds elsewhere is simply read as it is.
+_NFKC_PAGES = (
+    *(0x00, 0x01, 0x02, 0x06, 0x07, 0x08, 0x16, 0x18, 0x1D, 0x1E, 0x20, 0x21, 0x24, 0x2C, 0x30, 0x32, 0x33),
+    *(0xA7, 0xFB, 0xFE, 0xFF, 0x107, 0x110, 0x134, 0x1BC, 0x1D1, 0x1D4, 0x1D5, 0x1D6, 0x1D7, 0x1F1, 0x1FB, 0xE00),
+)
+# Read as "-": Unicode dashes and minus signs, and the middle dots written
+# between digit groups (·, ㆍ as typed on Korean keyboards, ・, ‧, ∙, ⋅, •),
+# and the Hangul vowel ㅡ, which Korean writers use as a dash (010ㅡ1234ㅡ5678).
+_AS_HYPHEN = (
+    *range(0x2010, 0x2016),
+    *(0x2212, 0xFE58, 0xFE63, 0xFF0D),
+    *(0x00B7, 0x0387, 0x318D, 0x119E, 0x30FB, 0xFF65, 0x2027, 0x2219, 0x22C5, 0x2022, 0x3161),
+)
+# Invisible characters that are not Cf but render as nothing: the combining
+# grapheme joiner, Hangul fillers, Khmer inherent vowels, variation selectors.
+_INVISIBLE = (
+    *(0x034F, 0x115F, 0x1160, 0x3164, 0xFFA0, 0x17B4, 0x17B5),
+    *range(0xFE00, 0xFE10),
+    *range(0xE0100, 0xE01F0),
+)
 
-# Full-width ASCII (U+FF01..U+FF5E), the ideographic space and Unicode dashes
-# map to one ASCII character each: the folded copy keeps every offset, so
-# stage 2 is written for ASCII only and spans still index the original text.
-_FOLD = {cp: cp - 0xFEE0 for cp in range(0xFF01, 0xFF5F)}
-_FOLD.update(dict.fromkeys((0x2010, 0x2011, 0x2012, 0x2013, 0x2014, 0x2015, 0x2212, 0xFE63), 0x2D))
-_FOLD[0x3000] = 0x20
-_FOLDABLE_CHARS = f"\uff01-\uff5e\u3000{_DASHES}"
+
+def _normalisation_table() -> dict[int, str]:
+    table: dict[int, str] = {}
+    for page in _NFKC_PAGES:
+        for cp in range(max(page << 8, 0x80), (page + 1) << 8):
+            ch = chr(cp)
+            category = unicodedata.category(ch)
+            if category == "Cf":
+                table[cp] = ""  # zero-width spaces and joiners, soft hyphen, BOM, bidi controls
+            elif category in ("Zs", "Zl", "Zp"):
+                table[cp] = " "  # no-break, thin, hair, figure, en/em, ideographic spaces
+            else:
+                folded = unicodedata.normalize("NFKC", ch)
+                if folded != ch and (
+                    (len(folded) == 1 and folded.isascii())
+                    or any(c.isascii() and (c.isalnum() or c == "@") for c in folded)
+                ):
+                    table[cp] = folded
+    table.update(dict.fromkeys(_AS_HYPHEN, "-"))
+    table.update(dict.fromkeys(_INVISIBLE, ""))
+    # IDNA label separators (ideographic and half-width full stops): "." in
+    # an address, and harmless elsewhere.
+    table[0x3002] = table[0xFF61] = "."
+    return table
+
+
+def _char_class(code_points: list[int]) -> str:
+    """A regex character class body for `code_points`, as ranges."""
+    parts = []
+    cps = sorted(code_points)
+    i = 0
+    while i < len(cps):
+        j = i
+        while j + 1 < len(cps) and cps[j + 1] == cps[j] + 1:
+            j += 1
+        lo, hi = cps[i], cps[j]
+        parts.append(f"\\U{lo:08x}" if lo == hi else f"\\U{lo:08x}-\\U{hi:08x}")
+        i = j + 1
+    return "".join(parts)
+
+
+_NORMALISE = _normalisation_table()
+# The BMP characters to normalise, and below (_STAGE1_RAW) every astral one:
+# one range costs nothing, while the ~1,100 astral code points in the table
+# (math digits, enclosed alphanumerics, tags) as ranges would make every
+# search several times slower. An astral character (an emoji too) just sends
+# the text through normalisation.
+_NORMALISABLE_BMP = _char_class([cp for cp in _NORMALISE if cp < 0x10000])
+# Characters whose replacement is not one character ("" or "10" for ⑩):
+# only these move offsets, so only these are recorded in the offset map.
+_RESIZING = re.compile(f"[{_char_class([cp for cp, rep in _NORMALISE.items() if len(rep) != 1])}]")
+# Slash and underscore between digits: "010/1234/5678", "900101_1234567".
+_DIGIT_SEP = re.compile(r"[0-9][/_][0-9]", re.ASCII)
+_SLASHED_RUN = re.compile(r"[0-9]+(?:[/_][0-9]+)+", re.ASCII)
+_SLASH_AS_HYPHEN = str.maketrans("/_", "--")
+_SLASH_AS_SPACE = str.maketrans("/_", "  ")
 
 # The only regions where a numeric format can be: a run of 9+ digits and
 # separators that starts and ends with a digit. A single character-class run
@@ -218,7 +358,7 @@ _FOLDABLE_CHARS = f"\uff01-\uff5e\u3000{_DASHES}"
 # count is checked in Python. Amounts (commas), times (colons), short numbers
 # and plain text never match, so most cells cost just this search. ASCII
 # classes only (a bitmap test per character, much cheaper than Unicode `\d`):
-# regions are looked for in folded text, where full-width digits are ASCII.
+# regions are looked for in normalised text, where full-width digits are ASCII.
 #
 # A region starts at the first digit of its run: an attempt at a digit that
 # follows a digit is cut short by the lookbehind. A bare date (``2024-01-15``,
@@ -232,17 +372,22 @@ _REGION_TAIL = (
     r"[0-9\-.()+ \t]{8,}(?<=[0-9])"
 )
 _STAGE1 = re.compile(f"[0-9]{_REGION_TAIL}")
-# Non-ASCII text: the same search also stops at the first foldable character
-# (a one-character match), so one pass finds the regions or tells that the
-# text must be folded first. The leading class is the charset `re` skips
-# ahead with; the first branch takes a foldable character.
-_STAGE1_RAW = re.compile(f"[0-9{_FOLDABLE_CHARS}](?:(?<![0-9])|{_REGION_TAIL})")
+# Non-ASCII text: the same search also stops at the first character that
+# normalisation changes (a one-character match), so one pass finds the regions
+# or tells that the text must be normalised first. The leading class is the
+# charset `re` skips ahead with; the first branch takes such a character.
+# So does any slash or underscore (for 010/1234/5678 in Korean text), and
+# _find_all_numbers goes on when it is not between digits: cheaper than
+# substring tests on every non-ASCII text (an ASCII needle is widened first)
+# or a branch tried at every digit. The search resumes at a region's end, so
+# a slash right after a region is seen too.
+_STAGE1_RAW = re.compile(f"[0-9/_{_NORMALISABLE_BMP}\\U00010000-\\U0010ffff](?:(?<![0-9])|{_REGION_TAIL})")
 # Passports have only 7-8 digits: they are looked for after a label instead,
 # found with plain substring tests first (much cheaper than a regex).
 _PASSPORT_LABEL = re.compile("여권|passport", re.IGNORECASE)
 
 # ==========================================================================
-# Stage 2 patterns (ASCII, applied to folded text)
+# Stage 2 patterns (ASCII, applied to normalised text)
 # ==========================================================================
 
 # Separator inside a phone / RRN / licence: hyphen or dot (optionally spaced)
@@ -337,16 +482,38 @@ _PASSPORT_RX = re.compile(
 
 # E-mail, matched around each "@": the local part is the run of allowed chars
 # right before it (at most 64), the domain is matched right after it. Both are
-# bounded, so no input makes this quadratic.
-_EMAIL_LOCAL = re.compile(r"[A-Za-z0-9_%+.-]{1,64}\Z", re.ASCII)
+# bounded, so no input makes this quadratic. The local part takes every RFC
+# 5322 atom symbol and, for internationalised addresses (RFC 6531), any
+# Unicode letter or digit; a domain label is letters/digits/hyphens of any
+# script (IDN). Read on normalised text, so full-width forms are ASCII here.
+_EMAIL_LOCAL = re.compile(r"[\w!#$%&'*+/=?^`{|}~.-]{1,64}\Z")
+# The same for ASCII, tried first: several times faster, and the same answer
+# unless the run reaches a non-ASCII character (see _find_emails).
+_EMAIL_LOCAL_ASCII = re.compile(r"[A-Za-z0-9_!#$%&'*+/=?^`{|}~.-]{1,64}\Z", re.ASCII)
+# The top-level domain: punycode, ASCII letters (which may be followed by a
+# Hangul particle: "hong@example.com으로"), a Hangul TLD from the short list of
+# those that exist (the text after it is a particle: "홍길동@회사.한국으로"), or
+# the letters of another script.
 _EMAIL_DOMAIN = re.compile(
-    r"(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.){1,8}(?:[A-Za-z]{2,24}|xn--[A-Za-z0-9-]{1,59})(?![A-Za-z0-9-])",
+    r"(?:[^\W_](?:[\w-]{0,61}[^\W_])?\.){1,8}"
+    r"(?:xn--[A-Za-z0-9-]{1,59}(?![\w-])|[A-Za-z]{2,24}(?![A-Za-z0-9-])|한국|삼성|닷컴|닷넷"
+    r"|[^\W\d_A-Za-z\u1100-\u11ff\u3130-\u318f\uac00-\ud7a3]{2,24}(?![\w-]))"
+)
+# The same domain on ASCII text, where it matches exactly what _EMAIL_DOMAIN
+# does (the Hangul and other-script branches cannot match), only faster.
+_EMAIL_DOMAIN_ASCII = re.compile(
+    r"(?:[A-Za-z0-9](?:[A-Za-z0-9_-]{0,61}[A-Za-z0-9])?\.){1,8}"
+    r"(?:xn--[A-Za-z0-9-]{1,59}(?![A-Za-z0-9_-])|[A-Za-z]{2,24}(?![A-Za-z0-9-]))",
     re.ASCII,
 )
-# A cell that is exactly one address, as _find_emails would find it: a local
-# part of 1-64 chars not starting with a dot, and a domain (whose labels are
-# fixed by the dots, so its first match is the whole rest).
-_EMAIL_CELL = re.compile(rf"[A-Za-z0-9_%+-][A-Za-z0-9_%+.-]{{0,63}}@{_EMAIL_DOMAIN.pattern}", re.ASCII)
+# A cell that is exactly one address, as _find_emails would find it: an
+# ASCII local part of 1-64 chars not starting with a dot and without quotes
+# (see _find_emails), and a domain (whose labels are fixed by the dots, so its
+# first match is the whole rest).
+_EMAIL_CELL = re.compile(
+    rf"[A-Za-z0-9!#$%&*+/=?^_{{|}}~-][A-Za-z0-9!#$%&*+/=?^_{{|}}~.-]{{0,63}}@{_EMAIL_DOMAIN_ASCII.pattern}",
+    re.ASCII,  # for ASCII cells only, where the Unicode classes match the same
+)
 
 # Context words (lowercase), searched case-insensitively in a short window
 # around a number (see _near). Short bank names are included on purpose:
@@ -364,9 +531,32 @@ def _label(words: str) -> _Label:
     return re.compile(f"{words}|{_UPPER_ALTERNATIVES}"), re.compile(words)
 
 
+def _words(*words: str) -> str:
+    """ASCII words that must not be part of a longer word ("kb", not "desKB")."""
+    # Literal first, boundaries after: every alternative still starts with a
+    # literal (see _UPPER_ALTERNATIVES). Matched in lowercased windows.
+    return "|".join(f"{w}(?<![a-z]{w})(?![a-z])" for w in words)
+
+
+# Account words, and bank names alone: "국민 1234567890123", "Shinhan 110123456789".
+# A place name is a bank only with 은행 (부산은행): "부산 1234567890" is not.
 _ACCOUNT_CONTEXT = _label(
     "계좌|입금|송금|이체|환불|예금|통장|은행|뱅크|국민|신한|우리|하나|농협|기업|카카오|토스|"
-    "우체국|새마을|신협|수협|축협|account|acct|a/c|bank|iban"
+    "우체국|새마을|금고|신협|수협|축협|씨티|증권|"
+    "account|acct|a/c|bank|iban|deposit|refund|transfer|remit|"
+    "kookmin|shinhan|woori|nonghyup|suhyup|kakao|toss|citi|kbank|"
+    + _words("hana", "kb", "nh", "sc", "ibk", "keb", "kdb")
+)
+# Labels of identifiers that are not personal: documents, goods, shipments,
+# bookings, companies, and the company's own keys for its customers (a
+# customer or member number is what the agent joins tables on, and means
+# nothing outside the company). See _id_label_wins.
+_ID_LABEL = _label(
+    "송장|주문|발주|예약|모델|품번|제품|상품|부품|일련|시리얼|티켓|접수|승인|사업자|고객번호|회원번호|"
+    "인보이스|청구|견적|출고|배송|택배|운송|관리번호|문서번호|"
+    "order|invoice|waybill|tracking|serial|s/n|p/n|model|ticket|reservation|booking|confirmation|"
+    "customer|member|shipment|parcel|product|business|brn|"
+    + _words("part", "sku", "po", "ref", "lot", "item", "case", "vat", "tax")
 )
 _BUSINESS_CONTEXT = _label("사업자|business|brn")
 _LICENSE_LABEL = _label("면허|licen[cs]e|driver")
@@ -505,6 +695,61 @@ def _near(label: _Label, ctx: _Context, start: int, end: int, before: int, after
     return label[1].search(ctx[0][lo:hi].lower()) is not None
 
 
+def _gap(label: _Label, text: str, start: int, end: int, before: int, after: int) -> int | None:
+    """Characters between the span and the nearest `label` within the windows, or None."""
+    best = None
+    lo = max(0, start - before)
+    if lo < start:
+        window = text[lo:start].lower()
+        last = None
+        for last in label[1].finditer(window):  # noqa: B007 - the last one is the nearest
+            pass
+        if last is not None:
+            best = len(window) - last.end()
+    if after:
+        m = label[1].search(text[end : end + after].lower())
+        if m is not None and (best is None or m.start() < best):
+            best = m.start()
+    return best
+
+
+# What may stand between an identifier label and the number it names:
+# spaces, punctuation and the words for "number" ("주문번호: ", "사업자등록번호 ",
+# "Invoice No. ", "Order #", "tracking number: ", "Part "), and between the
+# number and a label after it ("123-4567-8901 (송장)"). The label before is
+# matched up to the end of the window, so overlapping words ("운송장": 운송,
+# 송장) are all tried.
+_LABEL_BEFORE = re.compile(
+    rf"(?:{_ID_LABEL[1].pattern})(?P<gap>(?:[\s:#.=(\[-]|번호|등록|코드|no|number|num|nr|id|code)*)\Z"
+)
+_LABEL_GAP_AFTER = re.compile(r"[\s(\[:-]*")
+
+
+def _id_label_wins(ctx: _Context, start: int, end: int) -> bool:
+    """Is this number named by an identifier label (주문번호, Invoice No., 송장, Part)?
+
+    The label must name it: right before it (within 20 chars, with only
+    spaces, punctuation and words for "number" between) or right after it.
+    An account word nearer still wins, and so does one as near (a tie goes
+    to masking, the safe side)."""
+    if not _near(_ID_LABEL, ctx, start, end, 20, 8):
+        return False  # the usual case: one search
+    text = ctx[0]
+    lo = max(0, start - 20)
+    window = text[lo:start].lower()
+    m = _LABEL_BEFORE.search(window)
+    if m is not None:
+        id_gap = len(m.group("gap"))
+    else:
+        window = text[end : end + 8].lower()
+        m = _ID_LABEL[1].search(window)
+        if m is None or not _LABEL_GAP_AFTER.fullmatch(window, 0, m.start()):
+            return False
+        id_gap = m.start()
+    account_gap = _gap(_ACCOUNT_CONTEXT, text, start, end, 20, 10)
+    return account_gap is None or id_gap < account_gap
+
+
 def _opaque_runs(text: str) -> list[tuple[int, int]]:
     """Spans of the hex tokens in `text` (see _HEX_RUN): linear in len(text)."""
     runs = []
@@ -567,7 +812,7 @@ def _chain_candidate(text: str, start: int, end: int, taken: int, ctx: _Context)
         n_digits = end - start
         if n_digits < 10 or n_digits > 16:
             return None
-        if (n_digits == 10 or n_digits == 12) and _near(_LICENSE_LABEL, ctx, start, end, 25):
+        if (n_digits == 10 or n_digits == 12) and _near(_LICENSE_LABEL, ctx, start, end, 25, 10):
             return _LICENCE, start, end, 0.9
         if _account_word_near(text, start, end, [value], n_digits, ctx):
             return _ACCOUNT, start, end, 0.7
@@ -580,7 +825,7 @@ def _chain_candidate(text: str, start: int, end: int, taken: int, ctx: _Context)
     n_digits = sum(layout)
     if n_digits < 10:
         return None
-    if layout in _LICENCE_LAYOUTS and _near(_LICENSE_LABEL, ctx, start, end, 25):
+    if layout in _LICENCE_LAYOUTS and _near(_LICENSE_LABEL, ctx, start, end, 25, 10):
         # 25 chars: room for "운전면허번호: 서울 " between the label and the digits.
         return _LICENCE, start, end, 0.9
     # 3-4 groups joined by hyphens, 10-14 digits: an account even without
@@ -595,7 +840,11 @@ def _chain_candidate(text: str, start: int, end: int, taken: int, ctx: _Context)
         and (hyphens_only or "." not in value)
         and not _starts_with_date(groups)
     ):
-        return _ACCOUNT, start, end, (0.85 if layout in _BANK_LAYOUTS else 0.6)
+        if layout in _BANK_LAYOUTS:
+            return _ACCOUNT, start, end, 0.85  # an account format of its own: masked whatever the label
+        if not _id_label_wins(ctx, start, end):
+            return _ACCOUNT, start, end, 0.6
+        return None  # "Invoice No. 2024-000123-45", "Part 12345-67890-12"
     if n_digits <= 16 and _account_word_near(text, start, end, groups, n_digits, ctx):
         return _ACCOUNT, start, end, 0.7
     return None
@@ -613,7 +862,10 @@ def _account_word_near(text: str, start: int, end: int, groups: list[str], n_dig
     if _is_full_timestamp(groups) and not _near(_EXPLICIT_ACCOUNT, ctx, start, end, 20, 10):
         return False
     # 123-45-67890 next to 사업자 stays a business registration number.
-    return not (len(groups) == 3 and n_digits == 10 and _near(_BUSINESS_CONTEXT, ctx, start, end, 25, 10))
+    if len(groups) == 3 and n_digits == 10 and _near(_BUSINESS_CONTEXT, ctx, start, end, 25, 10):
+        return False
+    # "국민은행 결제, 주문번호 123456789012": the nearer label names the number.
+    return not _id_label_wins(ctx, start, end)
 
 
 def _spaced_account(text: str, start: int, end: int, ctx: _Context) -> bool:
@@ -762,28 +1014,74 @@ def _find_numbers(text: str, start: int, end: int, out: list[_Candidate], ctx: _
     out.extend(c for c in found if not _overlaps(runs, c[1], c[2]))
 
 
+def _passport_label_in(text: str) -> bool:
+    """The passport-label gate for non-ASCII text.
+
+    There lower() and a case-insensitive search cost several times more than
+    substring tests (every ASCII needle is widened first), so the raw text is
+    tested for the usual spellings (passport, Passport, PASSPORT).
+    A label in another mixed case is still found in ASCII text (lower() is
+    cheap there) and in text that goes through normalisation."""
+    return "여권" in text or "ssport" in text or "SSPORT" in text
+
+
 def _find_passports(text: str, out: list[_Candidate]) -> None:
-    """Passport-shaped tokens alone are product codes: only within 25 chars after a label."""
+    """Passport-shaped tokens alone are product codes: only within 25 chars after
+    a label (여권, passport in any case), or 12 before one ("M12345678 (여권)")."""
     for label in _PASSPORT_LABEL.finditer(text):
-        # Bounded window (a token is at most 10 chars, +1 for its lookahead),
+        # Bounded windows (a token is at most 10 chars, +1 for its lookaround),
         # so many labels without a number cost linear time.
         for m in _PASSPORT_RX.finditer(text, label.end(), label.end() + 36):
             if m.start() - label.end() <= 25:
                 out.append((_PASSPORT, m.start(), m.end(), 0.9))
+        for m in _PASSPORT_RX.finditer(text, max(0, label.start() - 23), label.start()):
+            if label.start() - m.end() <= 12:
+                out.append((_PASSPORT, m.start(), m.end(), 0.9))
 
 
-def _find_emails(text: str, out: list[_Candidate]) -> None:
+def _find_emails(text: str, out: list[_Candidate], ascii_text: bool = False) -> None:
     at = text.find("@")
+    email_domain = _EMAIL_DOMAIN_ASCII if ascii_text else _EMAIL_DOMAIN
     while at != -1:
-        domain = _EMAIL_DOMAIN.match(text, at + 1)
-        local = domain and _EMAIL_LOCAL.search(text, max(0, at - 64), at)
+        domain = email_domain.match(text, at + 1)
+        local = domain and _EMAIL_LOCAL_ASCII.search(text, max(0, at - 64), at)
+        if domain and (
+            local is None
+            or (local.start() and not text[local.start() - 1].isascii() and not text[local.start()].isalpha())
+        ):
+            # A Unicode local part (홍길동@, 홍길동123@, 홍길동.kim@). Where an ASCII
+            # letter meets a non-ASCII one the address starts anyway (문의hong@),
+            # so the ASCII run is the answer then.
+            local = _EMAIL_LOCAL.search(text, max(0, at - 64), at) or local
         if local:
-            start = local.start()
-            while start < at and text[start] == ".":  # a local part does not start with a dot
-                start += 1
+            start = _local_part_start(text, local.start(), at)
             if start < at:
                 out.append((_EMAIL, start, domain.end(), 0.99))
         at = text.find("@", at + 1)
+
+
+def _local_part_start(text: str, start: int, at: int) -> int:
+    """Where the local part text[start:at] really starts.
+
+    Quotes and dots around an address are punctuation: a local part does not
+    start with a dot (RFC) or, in practice, a quote, and ``key='a@b.kr'``
+    holds the address after the quote. Where Hangul (or another non-Latin
+    script) meets Latin letters, the address starts at the change
+    (``문의hong@x.com``): a Korean word runs into an address written after it.
+    A change between letters and digits is no boundary (``홍길동123@x.com``)."""
+    while start < at and text[start] in ".'`":
+        start += 1
+    local = text[start:at]
+    if "'" in local or "`" in local:
+        cut = max(local.rfind("='"), local.rfind("=`"))
+        if cut != -1:
+            start += cut + 2
+    if not local.isascii():
+        for i in range(at - 1, start, -1):
+            a, b = text[i - 1], text[i]
+            if a.isalpha() and b.isalpha() and a.isascii() != b.isascii():
+                return i
+    return start
 
 
 def _resolve_key(c: _Candidate) -> tuple[int, int, float, int]:
@@ -814,17 +1112,18 @@ def _resolve(candidates: list[_Candidate]) -> list[_Candidate]:
 def _find_all_numbers(scan: str, region: re.Match[str], stage1: re.Pattern[str], found: list[_Candidate]) -> bool:
     """Candidates of `region` and every later stage-1 region of `scan`.
 
-    With _STAGE1_RAW, stops at a foldable character and returns False: the
-    text must be folded and searched again."""
+    With _STAGE1_RAW, stops at a character to normalise and returns False:
+    the text must be normalised and searched again."""
     ctx = _context(scan)
-    # Room left for another match: a region has 9+ characters, a foldable 1.
+    # Room left for another match: a region has 9+ characters, a normalisable 1.
     room = 9 if stage1 is _STAGE1 else 1
     last = len(scan) - room
     while True:
         start, end = region.span()
-        if end - start == 1:
+        if end - start > 1:
+            _find_numbers(scan, start, end, found, ctx)
+        elif scan[start] not in "/_" or (scan[start - 1 : start].isdigit() and scan[end : end + 1].isdigit()):
             return False
-        _find_numbers(scan, start, end, found, ctx)
         if end > last or (region := stage1.search(scan, end)) is None:
             return True
 
@@ -847,10 +1146,15 @@ def detect_spans(text: str) -> list[_Candidate]:
             return []
         if (n == 14 or (n >= 10 and text[4] in "-./")) and _DATE_CELL.fullmatch(text):
             return []
+        # A slash or underscore between digits (010/1234/5678, 900101_1234567):
+        # two substring tests are much cheaper than any change to _STAGE1 (an
+        # alternation there costs several times more at every digit).
+        if ("/" in text or "_" in text) and _DIGIT_SEP.search(text):
+            return _detect_normalised(text)
         region = _STAGE1.search(text)
         if region is None:
             if "@" not in text:
-                if "assport" not in text and "ASSPORT" not in text:
+                if "assport" not in text.lower():  # cheap for ASCII
                     return []  # the common case: names, amounts, times, codes, plain text
             elif _EMAIL_CELL.fullmatch(text):
                 return [(_EMAIL, 0, n, 0.99)]  # the cell is one address
@@ -860,33 +1164,108 @@ def detect_spans(text: str) -> list[_Candidate]:
                 return [hit]  # the cell is one value (what _find_numbers would find first)
             found = []
             _find_all_numbers(text, region, _STAGE1, found)
-        scan = text
-        passport = "assport" in text or "ASSPORT" in text
+        passport = "assport" in text.lower()
+        if "@" in text:
+            _find_emails(text, found, True)
     else:
         region = _STAGE1_RAW.search(text)
         if region is None:
-            if "@" not in text and "여권" not in text and "assport" not in text and "ASSPORT" not in text:
+            # No digit region and nothing to normalise.
+            if "@" not in text and not _passport_label_in(text):
                 return []  # names, addresses, amounts, memos without numbers
             found = []
-            scan = text
         else:
             found = []
-            scan = text
             if not _find_all_numbers(text, region, _STAGE1_RAW, found):
-                # Full-width digits, dashes, letters: fold them (offsets stay) and start over.
-                scan = text.translate(_FOLD)
-                found = []
-                region = _STAGE1.search(scan)
-                if region is not None:
-                    _find_all_numbers(scan, region, _STAGE1, found)
-        passport = "여권" in scan or "assport" in scan or "ASSPORT" in scan
-    if "@" in scan:
-        _find_emails(scan, found)
+                # Full-width or compatibility forms, odd spaces, dots or dashes,
+                # invisible characters: normalise and start over.
+                return _detect_normalised(text)
+        passport = _passport_label_in(text)
+        if "@" in text:
+            _find_emails(text, found)
     if passport:
-        _find_passports(scan, found)
+        _find_passports(text, found)
     if len(found) < 2:
         return found
     return _resolve(found)
+
+
+def _detect_normalised(text: str) -> list[_Candidate]:
+    """detect_spans on the normalised copy of `text`; spans index `text` itself.
+
+    Numbers are read in a copy where slashes and underscores between digits
+    are separators (same offsets); e-mails and passports in the normalised
+    copy, where "/" and "_" are address characters."""
+    if text.isascii():
+        scan, moves = text, None
+    else:
+        scan, moves = _normalised(text)
+    numbers = scan
+    if ("/" in scan or "_" in scan) and _DIGIT_SEP.search(scan):
+        numbers = _SLASHED_RUN.sub(_slashed_run, scan)
+    found: list[_Candidate] = []
+    region = _STAGE1.search(numbers)
+    if region is not None:
+        _find_all_numbers(numbers, region, _STAGE1, found)
+    if "@" in scan:
+        _find_emails(scan, found)
+    if "여권" in scan or "assport" in scan.lower():
+        _find_passports(scan, found)
+    if len(found) > 1:
+        found = _resolve(found)
+    if moves is None or not found:
+        return found
+    offset = _original_offset
+    return [(kind, offset(moves, s, False), offset(moves, e - 1, True), c) for kind, s, e, c in found]
+
+
+# Where the normalised copy and the text differ in length: sorted
+# (normalised offset, text offset, replacement length) of each character whose
+# replacement is not one character, and the normalised offsets alone.
+_Moves = tuple[list[int], list[tuple[int, int, int]]]
+
+
+def _normalised(text: str) -> tuple[str, _Moves | None]:
+    """The text as the detectors read it (see _normalisation_table), and its offset map."""
+    scan = text.translate(_NORMALISE)
+    keys: list[int] = []
+    moves: list[tuple[int, int, int]] = []
+    shift = 0
+    for m in _RESIZING.finditer(text):
+        i = m.start()
+        size = len(_NORMALISE[ord(text[i])])
+        keys.append(i + shift)
+        moves.append((i + shift, i, size))
+        shift += size - 1
+    return scan, ((keys, moves) if moves else None)
+
+
+def _original_offset(moves: _Moves, j: int, end: bool) -> int:
+    """The offset in the text of normalised character `j` (its end if `end`).
+
+    A character from an expansion (⑩ -> "10") maps to the whole source
+    character; removed characters lie between two mapped ones, so a span
+    covers those inside it."""
+    keys, records = moves
+    k = bisect_right(keys, j) - 1
+    if k < 0:
+        return j + 1 if end else j
+    p, i, size = records[k]
+    if j < p + size:
+        return i + 1 if end else i
+    return i + 1 + (j - p - size) + (1 if end else 0)
+
+
+def _slashed_run(m: re.Match[str]) -> str:
+    """Digit groups joined by "/" or "_": one number (010/1234/5678), unless the
+    run touches hyphen/dot groups (110-123-456789/110-987-654321), where the
+    slash separates two values."""
+    text = m.string
+    s, e = m.span()
+    joined = (s >= 2 and text[s - 1] in "-." and text[s - 2].isdigit()) or (
+        text[e : e + 1] in ("-", ".") and text[e + 1 : e + 2].isdigit()
+    )
+    return m.group().translate(_SLASH_AS_SPACE if joined else _SLASH_AS_HYPHEN)
 
 
 def detect(text: str) -> list[Detection]:
@@ -916,7 +1295,8 @@ def _ascii_digits(value: str) -> str:
         # cheaper than a regex substitution.
         digits = value.replace("-", "").replace(" ", "")
         return digits if digits.isdigit() else _NON_DIGIT.sub("", digits)
-    return "".join(str(int(ch)) for ch in value if ch.isdecimal())
+    # Compatibility digits (①, ⑩, full-width) fold to ASCII; invisible characters go.
+    return "".join(str(int(ch)) for ch in unicodedata.normalize("NFKC", value) if ch.isdecimal())
 
 
 def _normalise_phone(value: str) -> str:
@@ -937,15 +1317,15 @@ def _normalise_phone(value: str) -> str:
 def _normalise_email(value: str) -> str:
     if value.isascii():  # nothing to fold
         return value.strip().lower()
-    return value.translate(_FOLD).strip().lower()
+    return value.translate(_NORMALISE).strip().lower()
 
 
 def _normalise_passport(value: str) -> str:
-    return "".join(ch for ch in value.translate(_FOLD).upper() if ch.isalnum())
+    return "".join(ch for ch in value.translate(_NORMALISE).upper() if ch.isalnum())
 
 
 def _normalise_words(value: str) -> str:
-    return " ".join(value.translate(_FOLD).split()).casefold()
+    return " ".join(value.translate(_NORMALISE).split()).casefold()
 
 
 # The normaliser of each kind, by kind id (a PiiKind member finds its entry
