@@ -182,41 +182,14 @@ import unicodedata
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable
 from dataclasses import dataclass
-from enum import Enum
 from operator import mul
+
+from governance.pii.kinds import PiiKind
 
 __all__ = ["NORMALISERS", "Detection", "PiiKind", "detect", "detect_spans", "mask_text", "normalise"]
 
 
-class PiiKind(str, Enum):
-    RRN = "rrn"  # 주민등록번호
-    FOREIGNER_RN = "frn"  # 외국인등록번호
-    PHONE = "phone"  # 전화번호
-    EMAIL = "email"  # 이메일
-    CARD = "card"  # 카드번호
-    ACCOUNT = "account"  # 계좌번호
-    PASSPORT = "passport"  # 여권번호
-    DRIVER_LICENSE = "driver_license"  # 운전면허번호
-    NAME = "name"  # 이름 (not detected by format)
-    ADDRESS = "address"  # 주소 (not detected by format)
-
-    @property
-    def label(self) -> str:
-        return _LABELS[self]
-
-
-_LABELS = {
-    PiiKind.RRN: "주민등록번호",
-    PiiKind.FOREIGNER_RN: "외국인등록번호",
-    PiiKind.PHONE: "전화번호",
-    PiiKind.EMAIL: "이메일",
-    PiiKind.CARD: "카드번호",
-    PiiKind.ACCOUNT: "계좌번호",
-    PiiKind.PASSPORT: "여권번호",
-    PiiKind.DRIVER_LICENSE: "운전면허번호",
-    PiiKind.NAME: "이름",
-    PiiKind.ADDRESS: "주소",
-}
+# The kinds are defined once, in governance.pii.kinds (re-exported here).
 
 # The machine ids as plain ``str`` constants: the hot path (detection here,
 # token lookup in governance.pii.masking) works on these, never on Enum attributes
