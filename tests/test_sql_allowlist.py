@@ -65,9 +65,6 @@ MYSQL_NOT_CALLABLE_WITH_NULLS = {
     "count": "COUNT(NULL)",
     "group_concat": "GROUP_CONCAT(NULL)",
 }
-# Listed for MySQL 8 but absent in MariaDB (the test server): allowed only
-# where they exist, harmless where they do.
-MYSQL_ONLY_NOT_MARIADB = {"json_array_length", "json_value"}
 
 
 def test_allowlist_files_parse_and_reject_malformed_names() -> None:
@@ -181,7 +178,7 @@ def test_mysql_allowlist_entries_are_callable_builtins(mysql_customer_db) -> Non
     missing = []
     try:
         with conn.cursor() as cursor:
-            for name in sorted(allowed_functions("mysql") - MYSQL_ONLY_NOT_MARIADB):
+            for name in sorted(allowed_functions("mysql")):
                 if name in MYSQL_NOT_CALLABLE_WITH_NULLS:
                     candidates = [MYSQL_NOT_CALLABLE_WITH_NULLS[name]]
                 else:

@@ -754,6 +754,8 @@ class _Walk:
                 # under it: nothing to check it against, so deny.
                 reason = f"function not allowed: {node.name.lower()}"
             if reason:
+                if type(node) is exp.Operator:  # name the operator: OPERATOR(schema.op)
+                    reason = f"operator not allowed: OPERATOR({node.args.get('operator')})"
                 self._deny(reason)
             if kind == _KIND_TABLE:
                 self._record_table(node, ctes)

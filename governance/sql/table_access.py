@@ -57,7 +57,10 @@ def _is_system_relation(parts: list[str], dialect: str) -> bool:
     table = parts[-1]
     schema = parts[-2] if len(parts) >= 2 else None
     if dialect == POSTGRES:
-        return table.startswith("pg_") if schema is None else is_system_schema(schema, dialect)
+        # pg_* names: unqualified they resolve in pg_catalog first; qualified
+        # with a user schema they are still the server's (extension views such
+        # as public.pg_stat_statements and public.pg_buffercache).
+        return table.startswith("pg_") or (schema is not None and is_system_schema(schema, dialect))
     if dialect == SQLITE:
         if table.startswith(_SQLITE_SYSTEM_PREFIXES) or table in _SQLITE_SYSTEM_NAMES:
             return True
