@@ -371,6 +371,11 @@ _ALLOWED_NODE_TYPES: frozenset[type[exp.Expr]] = frozenset(
 # builder may hand back its argument (COALESCE(x) -> x). Such positions stay
 # unexplained, so check_unexplained_calls still checks the written word.
 _NEVER_A_CALL = frozenset({exp.Star, exp.Column, exp.Literal, exp.Var, exp.Null, exp.Boolean, exp.Identifier})
+# PostgreSQL's ARRAY(SELECT ...) constructor: ARRAY is a reserved word there,
+# never a function name (in MySQL it could name a stored function).
+_NEVER_A_CALL_BY_DIALECT = {
+    dialect: _NEVER_A_CALL | ({exp.Array} if dialect == POSTGRES else set()) for dialect in SUPPORTED_DIALECTS
+}
 
 # Words that may stand directly before "(" without being a function call the
 # parser saw: keywords of the query syntax, and MySQL's MATCH ... AGAINST (...).
@@ -428,7 +433,11 @@ _SYNTAX_WORDS = frozenset(
 
 def _node_type_reason(node_type: type[exp.Expr]) -> str:
     if issubclass(node_type, exp.Func):
-        return f"function not allowed: {node_type.sql_names()[0].lower()}"
+        try:
+            name = node_type.sql_names()[0].lower()
+        except Exception:  # abstract function classes have no SQL name
+            name = node_type.key
+        return f"function not allowed: {name}"
     if issubclass(node_type, exp.Binary):
         return f"operator not allowed: {node_type.key}"
     return f"unsupported expression: {node_type.key}"
@@ -734,6 +743,7 @@ class _Walk:
         # order; the walk is still deterministic, which is all that matters
         # for the (first) reason.
         calls = self.calls
+        never_a_call = _NEVER_A_CALL_BY_DIALECT[self.dialect]
         stack: list[tuple[exp.Expr, frozenset[str]]] = [(root, frozenset())]
         while stack:
             node, ctes = stack.pop()
@@ -743,7 +753,7 @@ class _Walk:
                 if kind == _KIND_IDENTIFIER:
                     if isinstance(node.parent, exp.TableAlias):  # AS g(n), WITH r(n) AS
                         self.explained.add(start)
-                elif type(node) not in _NEVER_A_CALL:
+                elif type(node) not in never_a_call:
                     # The parser made this node from the call written here: the
                     # written name decides, whatever class sqlglot chose.
                     self.explained.add(start)
