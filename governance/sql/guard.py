@@ -747,24 +747,29 @@ class _Walk:
         stack: list[tuple[exp.Expr, frozenset[str]]] = [(root, frozenset())]
         while stack:
             node, ctes = stack.pop()
-            reason, kind = _classify(type(node))
-            start = node.meta.get("start") if calls else None
-            if start is not None and start in calls:
-                if kind == _KIND_IDENTIFIER:
-                    if isinstance(node.parent, exp.TableAlias):  # AS g(n), WITH r(n) AS
-                        self.explained.add(start)
-                elif type(node) not in never_a_call:
-                    # The parser made this node from the call written here: the
-                    # written name decides, whatever class sqlglot chose.
+            node_type = type(node)
+            reason, kind = _classify(node_type)
+            # Only a node that can stand for a call, or an alias name, can
+            # explain a call position; skipping the rest keeps the walk cheap
+            # (reading `meta` allocates a dict on nodes that have none).
+            alias_name = kind == _KIND_IDENTIFIER and type(node.parent) is exp.TableAlias  # AS g(n), WITH r(n)
+            if calls and (node_type not in never_a_call or alias_name):
+                start = node.meta.get("start")
+                if start is not None and start in calls:
                     self.explained.add(start)
-                    self._check_call(node, calls[start])
-                    reason = _denied_type_reason(type(node))
+                    if not alias_name:
+                        # The parser made this node from the call written here:
+                        # the written name decides, whatever class sqlglot chose.
+                        self._check_call(node, calls[start])
+                        reason = _denied_type_reason(node_type)
+                elif kind == _KIND_ANONYMOUS_FUNC:
+                    # An unknown function the parser built without a written
+                    # name under it: nothing to check it against, so deny.
+                    reason = f"function not allowed: {node.name.lower()}"
             elif kind == _KIND_ANONYMOUS_FUNC:
-                # An unknown function the parser built without a written name
-                # under it: nothing to check it against, so deny.
                 reason = f"function not allowed: {node.name.lower()}"
             if reason:
-                if type(node) is exp.Operator:  # name the operator: OPERATOR(schema.op)
+                if node_type is exp.Operator:  # name the operator: OPERATOR(schema.op)
                     reason = f"operator not allowed: OPERATOR({node.args.get('operator')})"
                 self._deny(reason)
             if kind == _KIND_TABLE:
