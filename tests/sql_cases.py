@@ -360,6 +360,10 @@ MUST_ALLOW: list[tuple[str, str, tuple[str, ...]]] = [
         ("events",),
     ),
     (PG, "SELECT * FROM generate_series(1, 10) AS g(n)", ()),
+    (PG, "WITH x AS MATERIALIZED (SELECT 1 AS a) SELECT a FROM x", ()),
+    (PG, "SELECT * FROM orders ORDER BY id FETCH FIRST 5 ROWS ONLY", ("orders",)),
+    (PG, "SELECT array(SELECT id FROM orders) AS ids", ("orders",)),
+    (PG, "SELECT * FROM json_to_record('{\"a\": 1}') AS x(a int)", ()),
     (
         PG,
         "SELECT d::date, count(o.id) FROM generate_series('2024-01-01'::date, '2024-01-31', '1 day') AS d "

@@ -217,6 +217,7 @@ _ALLOWED_NODE_TYPES: frozenset[type[exp.Expr]] = frozenset(
         exp.Limit,
         exp.Offset,
         exp.Fetch,
+        exp.LimitOptions,  # FETCH FIRST n ROWS ONLY / WITH TIES
         exp.Distinct,
         exp.With,
         exp.CTE,
@@ -244,6 +245,10 @@ _ALLOWED_NODE_TYPES: frozenset[type[exp.Expr]] = frozenset(
         # literals and values
         exp.Literal,
         exp.RawString,  # $$...$$
+        exp.HexString,  # x'41'
+        exp.BitString,  # b'0101'
+        exp.National,  # N'...'
+        exp.Introducer,  # MySQL _utf8mb4'...'
         exp.Null,
         exp.Boolean,
         exp.Paren,
@@ -407,6 +412,7 @@ _SYNTAX_WORDS = frozenset(
         "lateral",
         "like",
         "ilike",
+        "materialized",  # WITH x AS [NOT] MATERIALIZED (...)
         "limit",
         "nested",
         "not",
