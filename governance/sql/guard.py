@@ -247,6 +247,7 @@ _ALLOWED_NODE_TYPES: frozenset[type[exp.Expr]] = frozenset(
         exp.RawString,  # $$...$$
         exp.HexString,  # x'41'
         exp.BitString,  # b'0101'
+        exp.ByteString,  # PostgreSQL E'...' (escapes are checked lexically)
         exp.National,  # N'...'
         exp.Introducer,  # MySQL _utf8mb4'...'
         exp.Null,
