@@ -135,6 +135,20 @@ def test_the_written_name_is_checked_not_sqlglots_class() -> None:
     assert analyse_sql("SELECT nvl(a, 1) FROM t", "mysql").reason == "function not allowed: nvl"
 
 
+def test_every_word_before_a_parenthesis_is_checked_even_without_the_tree() -> None:
+    # The token-level net: a call the tree does not explain (as if sqlglot
+    # had parsed it into something unrecognisable) is still checked by name.
+    tokens = sql_guard._DIALECTS["postgres"].tokenize("SELECT lower(x), CAST(y AS numeric(10, 2)) IN (1) FROM t")
+    walk = sql_guard._Walk("postgres", tokens)
+    walk.check_unexplained_calls()
+    assert walk.denial is None  # allowed names, syntax words, type parameters
+    tokens = sql_guard._DIALECTS["postgres"].tokenize("SELECT lower(x), pg_read_file('y'), \"IN\"(1)")
+    walk = sql_guard._Walk("postgres", tokens)
+    walk.check_unexplained_calls()
+    assert walk.denial == "function not allowed: pg_read_file"
+    assert analyse_sql('SELECT "in"(1)', "postgres").reason == "function not allowed: in"
+
+
 def test_postgres_quoted_function_names_are_exact() -> None:
     assert analyse_sql('SELECT "lower"(name) FROM customers', "postgres").allowed
     assert analyse_sql('SELECT "LOWER"(name) FROM customers', "postgres").reason == "function not allowed: LOWER"

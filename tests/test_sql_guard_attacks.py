@@ -103,6 +103,11 @@ FUNCTION_ATTACKS: list[tuple[str, str, str]] = [
     (PG, "SELECT * FROM public.generate_series(1, 3)", "public.generate_series"),
     (PG, "SELECT \"LOWER\"('x')", "LOWER"),
     (PG, "SELECT len('x')", "len"),  # sqlglot reads it as LENGTH; the server would call len
+    # a builder that hands back its only argument must not hide the inner call
+    (PG, "SELECT coalesce(pg_read_file('/etc/passwd'))", "pg_read_file"),
+    (PG, "SELECT least(set_config('search_path', 'evil', false))", "set_config"),
+    (MY, "SELECT IFNULL(SLEEP(1), 1)", "sleep"),
+    (LITE, "SELECT coalesce(load_extension('x'))", "load_extension"),
     # --- unknown operators
     (PG, "SELECT 1 OPERATOR(pg_catalog.+) 1", "OPERATOR(pg_catalog.+)"),
     (PG, "SELECT id OPERATOR(public.===) 1 FROM customers", "OPERATOR(public.===)"),

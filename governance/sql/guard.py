@@ -622,7 +622,7 @@ def _root_denial(statement: exp.Expr, first_token: Token | None) -> str | None:
         return f"not a query: {first_word}"
     if isinstance(node, exp.Command):
         return f"unsupported statement: {str(node.this).upper()}"
-    type_denial, _ = _classify(type(node))
+    type_denial = _denied_type_reason(type(node))
     if type_denial:
         return type_denial
     return f"not a query: {first_word}"
