@@ -151,7 +151,16 @@ class DbConnectionForm(forms.ModelForm):
 
     class Meta:
         model = DbConnection
-        fields = ("name", "business_summary", "engine", "exposure", "dsn_env", "row_cap", "statement_timeout_ms")
+        fields = (
+            "name",
+            "business_summary",
+            "engine",
+            "exposure",
+            "dsn_env",
+            "schemas",
+            "row_cap",
+            "statement_timeout_ms",
+        )
 
     def clean(self):
         cleaned = super().clean()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.db import models
 from django.utils.translation import gettext_lazy as _
 
@@ -90,6 +91,14 @@ class Exposure(models.TextChoices):
     INTERNAL_ONLY = "internal_only", _("Internal models only")
 
 
+def validate_schema_list(value: object) -> None:
+    """A list of plain schema names (no dots, quotes or blanks)."""
+    if not isinstance(value, list) or not all(
+        isinstance(name, str) and name.strip() and not any(c in name for c in '."`[]') for name in value
+    ):
+        raise ValidationError(_('Give a list of schema names, e.g. ["public", "sales"].'))
+
+
 def default_exposure() -> str:
     """New resources start internal-only whenever the install has a private
     provider, so a forgotten field never opens a resource to external models."""
@@ -132,6 +141,19 @@ class DbConnection(models.Model):
         help_text=_("Name of the environment variable holding the connection URL."),
     )
     dsn_encrypted = models.TextField(_("stored DSN (encrypted)"), blank=True, editable=False)
+    # The schemas whose tables a whole-database grant covers (and, on
+    # PostgreSQL, the search_path queries run with). System catalogs are never
+    # covered: they need a table grant that names them.
+    schemas = models.JSONField(
+        _("schemas"),
+        default=list,
+        blank=True,
+        validators=[validate_schema_list],
+        help_text=_(
+            'Schemas a whole-database grant covers, e.g. ["public", "sales"]. Blank: public (PostgreSQL), '
+            "main (SQLite), or only the database named in the DSN (MySQL)."
+        ),
+    )
     row_cap = models.PositiveIntegerField(_("row cap"), default=500)
     statement_timeout_ms = models.PositiveIntegerField(_("statement timeout (ms)"), default=15_000)
     created_at = models.DateTimeField(_("created"), auto_now_add=True)

@@ -133,7 +133,13 @@ def db_access(*, user_id: int, tier: str, connection_name: str) -> DbAccess | No
     connection = DbConnection.from_db(db.alias, list(_connection_field_names()), rows[0][3:])
     if decide(tier=tier, exposure=connection.exposure, granted=True) is not Sight.ACCESSIBLE:
         return None
-    scope = GrantScope.merge(((bool(whole), _table_list(tables)) for whole, tables, *_ in rows), connection.sql_dialect)
+    # Raw rows carry JSON as text on some backends (see _table_list).
+    connection.schemas = _table_list(connection.schemas)
+    scope = GrantScope.merge(
+        ((bool(whole), _table_list(tables)) for whole, tables, *_ in rows),
+        connection.sql_dialect,
+        schemas=connection.schemas,
+    )
     if scope is None:
         return None
     return DbAccess(connection, scope, rows[0][2])

@@ -130,6 +130,9 @@ MUST_DENY: list[tuple[str, str, str | None]] = [
     (PG, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity", "function not allowed: pg_terminate_backend"),
     (PG, "SELECT nextval('orders_id_seq')", "function not allowed: nextval"),
     (PG, "SELECT setval('orders_id_seq', 1)", "function not allowed: setval"),
+    # sequence state is session state: currval / lastval are not data reads
+    (PG, "SELECT currval('orders_id_seq')", "function not allowed: currval"),
+    (PG, "SELECT lastval()", "function not allowed: lastval"),
     (PG, "SELECT query_to_xml('DELETE FROM orders RETURNING *', true, true, '')", "function not allowed: query_to_xml"),
     (PG, "SELECT table_to_xml('secrets', true, true, '')", "function not allowed: table_to_xml"),
     (PG, "SELECT pg_sleep(10)", "function not allowed: pg_sleep"),
@@ -316,7 +319,6 @@ MUST_ALLOW: list[tuple[str, str, tuple[str, ...]]] = [
         "WHERE created_at > now() - interval '7 days'",
         ("orders",),
     ),
-    (PG, "SELECT currval('orders_id_seq')", ()),
     (PG, "SELECT lower(name), length(name), log(2, 8) FROM customers", ("customers",)),
     (PG, "SELECT t.sleep, t.edit FROM timesheets AS t", ("timesheets",)),
     # --- strings that look dangerous
@@ -358,6 +360,10 @@ MUST_ALLOW: list[tuple[str, str, tuple[str, ...]]] = [
         ("events",),
     ),
     (PG, "SELECT * FROM generate_series(1, 10) AS g(n)", ()),
+    (PG, "WITH x AS MATERIALIZED (SELECT 1 AS a) SELECT a FROM x", ()),
+    (PG, "SELECT * FROM orders ORDER BY id FETCH FIRST 5 ROWS ONLY", ("orders",)),
+    (PG, "SELECT array(SELECT id FROM orders) AS ids", ("orders",)),
+    (PG, "SELECT * FROM json_to_record('{\"a\": 1}') AS x(a int)", ()),
     (
         PG,
         "SELECT d::date, count(o.id) FROM generate_series('2024-01-01'::date, '2024-01-31', '1 day') AS d "

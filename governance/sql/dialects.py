@@ -36,3 +36,41 @@ def dialect_of(name: str) -> str:
     if dialect is None:
         raise ValueError(f"unsupported SQL dialect {name!r}; expected one of {SUPPORTED_DIALECTS}")
     return dialect
+
+
+# Schemas that hold the server's own catalogs, statistics and activity views,
+# never company data: a whole-database grant never covers them, even if an
+# admin lists one as a connection schema. PostgreSQL reserves every schema
+# name starting with "pg_" (pg_catalog, pg_toast, pg_temp_N, ...).
+SYSTEM_SCHEMAS: dict[str, frozenset[str]] = {
+    POSTGRES: frozenset({"information_schema"}),
+    MYSQL: frozenset({"mysql", "information_schema", "performance_schema", "sys"}),
+    SQLITE: frozenset({"temp"}),
+}
+SYSTEM_SCHEMA_PREFIXES: dict[str, tuple[str, ...]] = {POSTGRES: ("pg_",), MYSQL: (), SQLITE: ()}
+
+
+def is_system_schema(name: str, dialect: str) -> bool:
+    name = name.lower()
+    return name in SYSTEM_SCHEMAS[dialect] or name.startswith(SYSTEM_SCHEMA_PREFIXES[dialect])
+
+
+def configured_schemas(dialect: str, configured: object) -> tuple[str, ...]:
+    """The schemas a whole-database grant covers on a connection: the
+    connection's configured list (DbConnection.schemas) in order, without
+    blanks, duplicates and system schemas; blank means the dialect default
+    (`public`, `main`; none for MySQL, where only unqualified names, i.e. the
+    DSN's database, are covered). Names keep their spelling: PostgreSQL's
+    search_path needs it; the grant layer compares them case-insensitively.
+
+    The execution layer pins PostgreSQL's search_path to exactly these, so an
+    unqualified name that is not pg_* is a table in one of them."""
+    names = [n.strip() for n in configured if isinstance(n, str)] if isinstance(configured, (list, tuple)) else []
+    names = [n for n in names if n]
+    result: list[str] = []
+    for name in names:
+        if not is_system_schema(name, dialect) and name.lower() not in {r.lower() for r in result}:
+            result.append(name)
+    if not names:  # blank: the default (a list of only system schemas stays empty)
+        return tuple(sorted(DEFAULT_SCHEMAS[dialect]))
+    return tuple(result)

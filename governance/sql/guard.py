@@ -2,10 +2,45 @@
 
 An AI agent writes SQL that will run against a company database. Before it is
 executed, :func:`analyse_sql` decides whether the text is a single, read-only
-query and reports which tables it reads. A second layer (a read-only
-transaction) runs elsewhere; this module must nevertheless stand on its own and
-FAIL CLOSED: anything it does not positively understand as a plain query is
-denied, and any unexpected exception turns into a denial.
+query and reports which tables it reads and which functions it calls. A second
+layer (a read-only transaction with a SELECT-only account) runs elsewhere; this
+module must nevertheless stand on its own and FAIL CLOSED: anything it does not
+positively recognise as part of a plain query is denied, and any unexpected
+exception turns into a denial.
+
+The design is an ALLOWLIST. A read-only transaction does not stop a function
+from changing data (pg_surgery, pg_visibility), reading files or server
+configuration, taking locks, sleeping, changing session settings or running SQL
+handed to it as a string (query_to_xml, dblink, crosstab, ts_stat), and new
+extensions bring new such functions every release, so no list of bad names can
+be complete. Instead:
+
+* Functions: a query may call only the functions named in the dialect's list,
+  ``governance/sql/functions/<dialect>.txt`` (data, reviewed name by name).
+  The name checked is the name the SERVER will call, i.e. the word written
+  before the ``(``, taken from the token stream, never sqlglot's reading of
+  it: sqlglot maps many written names onto one typed class (LEN, LENGTH and
+  CHAR_LENGTH all become exp.Length), so a check on the class would let a
+  dangerous name hide behind a harmless one. PostgreSQL compares quoted names
+  exactly (``"LOWER"`` is not ``lower``); the other dialects fold case. A
+  schema-qualified call is checked on its bare name, and any qualifier other
+  than ``pg_catalog`` on PostgreSQL is denied: ``public.f()`` is whatever
+  someone defined there. Table functions in FROM (generate_series, json_each,
+  SQLite's pragma_*) are calls like any other.
+* Every word directly followed by ``(`` is accounted for: either the parser
+  made a call node at that position (checked as above), or it is the name of
+  an alias column list (``AS g(n)``, ``WITH r(n)``), a type with parameters
+  (``numeric(10, 2)``), a reviewed piece of syntax (``IN (``, ``OVER (``), or
+  an allowed function that sqlglot parses with dedicated syntax (CAST,
+  EXTRACT, TRIM, ...). Anything else is denied.
+* Node types: every node of the tree must be of a reviewed sqlglot class
+  (``_ALLOWED_NODE_TYPES``: query structure, literals, the standard
+  operators, the syntax-built functions). An unknown class, such as an
+  extension operator (``<->``), ``OPERATOR(schema.op)``, a session variable or
+  a class added by a future sqlglot, is denied. Statement, write, lock and
+  session nodes additionally carry a specific reason (``_DENIED_NODE_TYPES``).
+  Nodes the parser built for a checked call (its arguments as sqlglot
+  normalised them) are covered by the same class list.
 
 How it works, in one pass each:
 
@@ -23,14 +58,18 @@ How it works, in one pass each:
    SELECT trees (`TABLE t`, `FROM t`, `|>` pipe syntax): the tree then shows
    sqlglot's reading of the shorthand, not what was written.
 4. Walk every node of the tree once (iteratively, so deep trees cannot blow the
-   Python stack): deny writes, locking clauses, SELECT INTO, session/transaction
-   control, procedural blocks and dangerous functions anywhere; collect real
-   table names while tracking which CTE names are in scope.
+   Python stack): apply the node-type and function allowlists, collect real
+   table names while tracking which CTE names are in scope. Per-class
+   decisions are cached, so the walk costs a dict lookup per node.
+
+This module does not decide which TABLES may be read: system catalogs,
+statistics and activity views are reported like any table, and
+governance.sql.table_access refuses them unless a grant names them.
 
 Only public sqlglot API is used (Dialect.tokenize / Dialect.parser, Token
-fields, node ``args`` / ``arg_key``): with sqlglotc installed the tokenizer,
-parser and expression classes are mypyc-compiled, so private internals may
-differ from the pure-Python package.
+fields, node ``args`` / ``arg_key`` / ``meta``): with sqlglotc installed the
+tokenizer, parser and expression classes are mypyc-compiled, so private
+internals may differ from the pure-Python package.
 
 Table names are reported lowercased, qualified as written ("public.customers"
 or "customers"). Quoted identifiers are lowercased too, so the grant layer must
@@ -41,14 +80,15 @@ from __future__ import annotations
 
 import functools
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from sqlglot import exp
 from sqlglot.dialects.dialect import Dialect
 from sqlglot.errors import ParseError, TokenError
 from sqlglot.tokens import Token, TokenType
 
-from governance.sql.dialects import SUPPORTED_DIALECTS
+from governance.sql.dialects import POSTGRES, SUPPORTED_DIALECTS
+from governance.sql.functions import allowed_functions
 
 
 @dataclass(frozen=True)
@@ -56,146 +96,22 @@ class SqlVerdict:
     allowed: bool
     reason: str  # "" when allowed
     tables: tuple[str, ...]
+    # The function names the query calls, as checked (sorted, deduplicated;
+    # "pg_catalog." is dropped). Informational: not part of equality, and not
+    # in as_dict, whose shape other components rely on.
+    functions: tuple[str, ...] = field(default=(), compare=False)
 
     def as_dict(self) -> dict:
         return {"allowed": self.allowed, "reason": self.reason, "tables": list(self.tables)}
 
 
 # --------------------------------------------------------------------------
-# Denylists
+# Node types
 # --------------------------------------------------------------------------
 
-# Functions denied anywhere in the tree, matched on the lowercased bare name
-# (schema qualification and identifier quoting are ignored). One list for all
-# dialects: a name that is harmless in one dialect is just an unusual name in
-# another, so denying it everywhere costs nothing and keeps the rule simple.
-_DENIED_FUNCTIONS = frozenset(
-    {
-        # PostgreSQL: files and server programs
-        "pg_stat_file",
-        "pg_logdir_ls",
-        "pg_execute_server_program",
-        "pg_read_server_files",
-        # PostgreSQL: configuration, signalling, server control
-        "set_config",
-        "pg_terminate_backend",
-        "pg_cancel_backend",
-        "pg_reload_conf",
-        "pg_rotate_logfile",
-        "pg_switch_wal",
-        "pg_switch_xlog",
-        "pg_create_restore_point",
-        "pg_promote",
-        "pg_wal_replay_pause",
-        "pg_wal_replay_resume",
-        "pg_xlog_replay_pause",
-        "pg_xlog_replay_resume",
-        "pg_backup_start",
-        "pg_backup_stop",
-        "pg_start_backup",
-        "pg_stop_backup",
-        "pg_log_backend_memory_contexts",
-        "pg_import_system_collations",
-        "pg_notify",
-        "pg_logical_emit_message",
-        "pg_replication_slot_advance",
-        "pg_sync_replication_slots",
-        "pg_log_standby_snapshot",
-        "pg_stat_statements_reset",
-        "pg_nextoid",
-        # PostgreSQL: index maintenance functions write to indexes
-        "brin_summarize_new_values",
-        "brin_summarize_range",
-        "brin_desummarize_range",
-        "gin_clean_pending_list",
-        # pg_cron: schedules arbitrary SQL outside this transaction
-        "schedule",
-        "schedule_in_database",
-        "unschedule",
-        "alter_job",
-        # PostgreSQL: sequences / transaction ids (they write or assign an xid).
-        # currval/lastval only read session state and stay allowed.
-        "nextval",
-        "setval",
-        "txid_current",
-        "pg_current_xact_id",
-        # PostgreSQL: run a query given as a string -> bypasses table checks
-        "query_to_xml",
-        "query_to_xmlschema",
-        "query_to_xml_and_xmlschema",
-        "table_to_xml",
-        "table_to_xmlschema",
-        "table_to_xml_and_xmlschema",
-        "cursor_to_xml",
-        "cursor_to_xmlschema",
-        "schema_to_xml",
-        "schema_to_xmlschema",
-        "schema_to_xml_and_xmlschema",
-        "database_to_xml",
-        "database_to_xmlschema",
-        "database_to_xml_and_xmlschema",
-        "ts_stat",
-        # PostgreSQL large objects without the lo_ prefix
-        "loread",
-        "lowrite",
-        # pgsql-http
-        "http",
-        # MySQL
-        "load_file",
-        "sleep",
-        "benchmark",
-        "get_lock",
-        "release_lock",
-        "release_all_locks",
-        "sys_exec",
-        "sys_eval",
-        "sys_get",
-        "sys_set",
-        "master_pos_wait",
-        "source_pos_wait",
-        "wait_for_executed_gtid_set",
-        "wait_until_sql_thread_after_gtids",
-        # SQLite (core, fileio, zipfile and shell extensions)
-        "load_extension",
-        "writefile",
-        "readfile",
-        "edit",
-        "fts3_tokenizer",
-        "fsdir",
-        "zipfile",
-    }
-)
-
-# Whole families, denied by prefix.
-_DENIED_FUNCTION_PREFIXES = (
-    "lo_",  # lo_import, lo_export, lo_get, lo_put, lo_unlink, lo_from_bytea, ...
-    "dblink",  # dblink, dblink_exec, dblink_connect, ...
-    "pg_read_",  # pg_read_file, pg_read_binary_file
-    "pg_ls_",  # pg_ls_dir, pg_ls_logdir, pg_ls_waldir, pg_ls_tmpdir, ...
-    "pg_file_",  # adminpack: pg_file_write, pg_file_rename, pg_file_unlink, ...
-    "pg_sleep",  # pg_sleep, pg_sleep_for, pg_sleep_until
-    "pg_advisory_",
-    "pg_try_advisory_",
-    "pg_replication_origin_",
-    "pg_logical_slot_",  # consumes / exposes replication changes of all tables
-    "pg_stat_reset",
-    "pg_background_",  # runs arbitrary SQL in a background worker
-    "http_",  # pgsql-http / pg_net
-    "binary_upgrade_",  # pg_upgrade internals
-)
-
-
-def _function_name_denied(name: str) -> bool:
-    return (
-        name in _DENIED_FUNCTIONS
-        or name.startswith(_DENIED_FUNCTION_PREFIXES)
-        # pg_create_physical_replication_slot, pg_drop_replication_slot, ...
-        or (name.startswith("pg_") and name.endswith("_replication_slot"))
-    )
-
-
 # Node types denied anywhere in the tree -> reason. Checked with issubclass, so
-# base classes (exp.DML, exp.DDL) cover their subclasses.
+# base classes (exp.DML, exp.DDL) cover their subclasses. Everything here would
+# be denied by the allowlist below anyway; this list only gives the reason.
 _WRITE = "write statement"
 _CONTROL = "statement not allowed"
 _DENIED_NODE_TYPES: tuple[tuple[type[exp.Expr], str], ...] = (
@@ -255,9 +171,6 @@ _DENIED_NODE_TYPES: tuple[tuple[type[exp.Expr], str], ...] = (
     (exp.Describe, f"{_CONTROL}: DESCRIBE"),
     (exp.Summarize, f"{_CONTROL}: SUMMARIZE"),
     (exp.Get, f"{_CONTROL}: GET"),
-    # Statement nodes new in sqlglot 30 (T-SQL EXEC, procedural blocks, ...).
-    # They cannot reach an allowed root in the supported dialects today, but a
-    # node that runs SQL must be denied wherever a future parser puts it.
     (exp.Execute, f"{_CONTROL}: EXECUTE"),  # also ExecuteSql
     (exp.StoredProcedure, f"{_CONTROL}: PROCEDURE"),
     (exp.Block, f"{_CONTROL}: BLOCK"),
@@ -270,38 +183,308 @@ _DENIED_NODE_TYPES: tuple[tuple[type[exp.Expr], str], ...] = (
     (exp.Undrop, f"{_WRITE}: UNDROP"),
     (exp.ConnectTo, f"{_CONTROL}: CONNECT"),
     (exp.Disconnect, f"{_CONTROL}: DISCONNECT"),
+    # Reading @user_variables / @@system_variables: the latter expose server
+    # configuration (datadir, secure_file_priv, ...). PostgreSQL $1 / psycopg
+    # %s placeholders have no value to bind here.
+    (exp.SessionParameter, "server or session variable not allowed"),
+    (exp.Parameter, "server or session variable not allowed"),
+    (exp.Placeholder, "placeholder not allowed"),
+    # OPERATOR(schema.op): an arbitrary, possibly user-defined operator.
+    (exp.Operator, "operator not allowed: OPERATOR()"),
+)
+
+# The sqlglot classes a read-only query may contain. Exact classes, not
+# issubclass: a subclass added by a future sqlglot must be reviewed before it
+# is allowed. Nodes produced by a function CALL are not looked up here (the
+# called name decides); their arguments are.
+_ALLOWED_NODE_TYPES: frozenset[type[exp.Expr]] = frozenset(
+    {
+        # query structure
+        exp.Select,
+        exp.Union,
+        exp.Intersect,
+        exp.Except,
+        exp.Subquery,
+        exp.Values,
+        exp.From,
+        exp.Join,
+        exp.Lateral,
+        exp.Where,
+        exp.Group,
+        exp.Having,
+        exp.Order,
+        exp.Ordered,
+        exp.Limit,
+        exp.Offset,
+        exp.Fetch,
+        exp.LimitOptions,  # FETCH FIRST n ROWS ONLY / WITH TIES
+        exp.Distinct,
+        exp.With,
+        exp.CTE,
+        exp.Table,
+        exp.TableAlias,
+        exp.Alias,
+        exp.Column,
+        exp.ColumnDef,  # AS t(a int, ...) after json_to_record / json_table
+        exp.Identifier,
+        exp.Star,
+        exp.Dot,
+        exp.Var,
+        exp.Cube,
+        exp.Rollup,
+        exp.GroupingSets,
+        exp.Window,
+        exp.WindowSpec,
+        exp.Filter,  # agg(...) FILTER (WHERE ...)
+        exp.WithinGroup,  # percentile_cont(...) WITHIN GROUP (ORDER BY ...)
+        exp.IgnoreNulls,
+        exp.RespectNulls,
+        exp.JSONTable,  # JSON_TABLE(...): the call itself is checked by name
+        exp.JSONColumnDef,
+        exp.JSONSchema,
+        # literals and values
+        exp.Literal,
+        exp.RawString,  # $$...$$
+        exp.HexString,  # x'41'
+        exp.BitString,  # b'0101'
+        exp.ByteString,  # PostgreSQL E'...' (escapes are checked lexically)
+        exp.National,  # N'...'
+        exp.Introducer,  # MySQL _utf8mb4'...'
+        exp.Null,
+        exp.Boolean,
+        exp.Paren,
+        exp.Tuple,
+        exp.Array,  # ARRAY[...], ARRAY(SELECT ...)
+        exp.Bracket,  # a[1], j['k']
+        exp.Slice,  # a[1:2]
+        exp.Interval,
+        exp.DataType,
+        exp.DataTypeParam,
+        exp.Kwarg,
+        exp.PropertyEQ,  # named argument f(a => 1); MySQL @v := x is denied below
+        exp.JSONPath,
+        exp.JSONPathRoot,
+        exp.JSONPathKey,
+        exp.JSONPathSubscript,
+        exp.JSONPathWildcard,
+        exp.JSONPathSlice,
+        exp.JSONPathFilter,
+        exp.JSONPathScript,
+        exp.JSONPathSelector,
+        exp.JSONPathUnion,
+        exp.JSONPathRecursive,
+        # predicates and the standard operators
+        exp.And,
+        exp.Or,
+        exp.Xor,
+        exp.Not,
+        exp.Neg,
+        exp.EQ,
+        exp.NEQ,
+        exp.NullSafeEQ,
+        exp.NullSafeNEQ,
+        exp.GT,
+        exp.GTE,
+        exp.LT,
+        exp.LTE,
+        exp.Is,
+        exp.In,
+        exp.Between,
+        exp.Exists,
+        exp.Any,
+        exp.All,
+        exp.Like,
+        exp.ILike,
+        exp.SimilarTo,
+        exp.Glob,
+        exp.RegexpLike,  # ~, REGEXP, RLIKE
+        exp.RegexpILike,  # ~*
+        exp.Escape,
+        exp.Collate,
+        exp.Add,
+        exp.Sub,
+        exp.Mul,
+        exp.Div,
+        exp.IntDiv,
+        exp.Mod,
+        exp.Pow,
+        exp.DPipe,  # ||
+        exp.BitwiseAnd,
+        exp.BitwiseOr,
+        exp.BitwiseXor,
+        exp.BitwiseNot,
+        exp.BitwiseLeftShift,
+        exp.BitwiseRightShift,
+        exp.AtTimeZone,
+        exp.Case,
+        exp.If,  # WHEN ... THEN inside CASE; MySQL IF() is checked by name
+        exp.Cast,  # CAST(x AS t), x::t
+        exp.Extract,  # EXTRACT(field FROM x)
+        exp.Trim,  # TRIM(BOTH ... FROM x)
+        exp.Substring,  # SUBSTRING(x FROM a FOR b)
+        exp.StrPosition,  # POSITION(a IN b)
+        exp.GroupConcat,  # GROUP_CONCAT(DISTINCT x ORDER BY y SEPARATOR ',')
+        exp.MatchAgainst,  # tsvector @@ tsquery; MySQL MATCH(...) AGAINST(...)
+        exp.Unnest,  # unnest(...) in FROM / ROWS FROM, parsed as syntax
+        # JSON / array operators (->, ->>, #>, #>>, @>, <@, ?, ?|, ?&, &&)
+        exp.JSONExtract,
+        exp.JSONExtractScalar,
+        exp.JSONBExtract,
+        exp.JSONBExtractScalar,
+        exp.JSONBContains,
+        exp.JSONBContainsAnyTopKeys,
+        exp.JSONBContainsAllTopKeys,
+        exp.JSONBContainsTopKey,
+        exp.ArrayContains,
+        exp.ArrayContainsAll,
+        exp.ArrayContainedBy,
+        exp.ArrayOverlaps,
+        # Built by sqlglot for a call whose written name is checked on its own
+        # (by position, or by check_unexplained_calls): the dedicated parsers
+        # of CHAR / CEIL / FLOOR / INITCAP / NORMALIZE / OVERLAY / DECODE /
+        # JSON_OBJECT / JSON_OBJECTAGG / JSON_AGG / JSON_VALUE, and
+        # the nodes builders wrap arguments in (MySQL GROUP_CONCAT(a, b) ->
+        # Concat, TO_DAYS -> DateDiff, DAY / DATE_FORMAT / strftime -> TsOrDs*).
+        # None of them stands for a call of its own: every server call is
+        # written as a name before "(", and each such name is checked.
+        exp.Chr,
+        exp.Ceil,
+        exp.Floor,
+        exp.Initcap,
+        exp.Normalize,
+        exp.Overlay,
+        exp.Decode,
+        exp.Concat,
+        exp.DateDiff,
+        exp.TsOrDsToDate,
+        exp.TsOrDsToTimestamp,
+        exp.JSONObject,
+        exp.JSONObjectAgg,
+        exp.JSONArrayAgg,
+        exp.JSONValue,
+        exp.JSONKeyValue,
+        # niladic date/time keywords (no parentheses, so no call to check)
+        exp.CurrentDate,
+        exp.CurrentTime,
+        exp.CurrentTimestamp,
+        exp.Localtime,
+        exp.Localtimestamp,
+    }
+)
+
+# Classes the parser may place at a call's position without being the call:
+# `VALUES (...)` becomes SELECT * FROM (VALUES ...) with the star there, and a
+# builder may hand back its argument (COALESCE(x) -> x). Such positions stay
+# unexplained, so check_unexplained_calls still checks the written word.
+_NEVER_A_CALL = frozenset({exp.Star, exp.Column, exp.Literal, exp.Var, exp.Null, exp.Boolean, exp.Identifier})
+# PostgreSQL's ARRAY(SELECT ...) constructor: ARRAY is a reserved word there,
+# never a function name (in MySQL it could name a stored function).
+_NEVER_A_CALL_BY_DIALECT = {
+    dialect: _NEVER_A_CALL | ({exp.Array} if dialect == POSTGRES else set()) for dialect in SUPPORTED_DIALECTS
+}
+
+# Words that may stand directly before "(" without being a function call the
+# parser saw: keywords of the query syntax, and MySQL's MATCH ... AGAINST (...).
+_SYNTAX_WORDS = frozenset(
+    {
+        "against",
+        "all",
+        "and",
+        "any",
+        "array",
+        "as",
+        "between",
+        "by",
+        "case",
+        "columns",
+        "cube",
+        "distinct",
+        "else",
+        "except",
+        "exists",
+        "filter",
+        "from",
+        "group",
+        "having",
+        "in",
+        "intersect",
+        "is",
+        "join",
+        "lateral",
+        "like",
+        "ilike",
+        "materialized",  # WITH x AS [NOT] MATERIALIZED (...)
+        "limit",
+        "nested",
+        "not",
+        "offset",
+        "on",
+        "or",
+        "over",
+        "rollup",
+        "row",
+        "select",
+        "sets",
+        "some",
+        "then",
+        "union",
+        "using",
+        "values",
+        "when",
+        "where",
+        "with",
+        "xor",
+    }
 )
 
 
+def _node_type_reason(node_type: type[exp.Expr]) -> str:
+    if issubclass(node_type, exp.Func):
+        try:
+            name = node_type.sql_names()[0].lower()
+        except Exception:  # abstract function classes have no SQL name
+            name = node_type.key
+        return f"function not allowed: {name}"
+    if issubclass(node_type, exp.Binary):
+        return f"operator not allowed: {node_type.key}"
+    return f"unsupported expression: {node_type.key}"
+
+
 # What the walk must do with a node beyond the per-type verdict.
-_KIND_PLAIN, _KIND_ANONYMOUS_FUNC, _KIND_TABLE, _KIND_ASSIGNMENT, _KIND_WITH = range(5)
+_KIND_PLAIN, _KIND_ANONYMOUS_FUNC, _KIND_TABLE, _KIND_ASSIGNMENT, _KIND_WITH, _KIND_IDENTIFIER = range(6)
 
 
 @functools.cache
 def _classify(node_type: type[exp.Expr]) -> tuple[str | None, int]:
-    """(reason to deny every node of this type or None, per-node work kind).
-
-    Cached per type: the issubclass scans run once per type per process, so
-    the walk pays one dict lookup per node for everything decidable by type,
-    including typed functions (their names are fixed by their class)."""
+    """(reason to deny a node of this type unless it is a checked call, per-node
+    work kind). Cached per type: the issubclass scans run once per type per
+    process, so the walk pays one dict lookup per node."""
     for denied_type, reason in _DENIED_NODE_TYPES:
         if issubclass(node_type, denied_type):
             return reason, _KIND_PLAIN
-    if issubclass(node_type, (exp.Anonymous, exp.AnonymousAggFunc)):
-        # The written name lives on the node (str or quoted Identifier).
-        return None, _KIND_ANONYMOUS_FUNC
-    if issubclass(node_type, exp.Func):
-        for name in node_type.sql_names():
-            if _function_name_denied(name.lower()):
-                return f"function not allowed: {name.lower()}", _KIND_PLAIN
-        return None, _KIND_PLAIN
-    if issubclass(node_type, exp.Table):
-        return None, _KIND_TABLE
-    if issubclass(node_type, exp.PropertyEQ):
-        return None, _KIND_ASSIGNMENT
-    if issubclass(node_type, exp.With):
-        return None, _KIND_WITH
-    return None, _KIND_PLAIN
+    if node_type in (exp.Anonymous, exp.AnonymousAggFunc):
+        # A function name sqlglot does not know: always a call, never syntax.
+        return "function not allowed", _KIND_ANONYMOUS_FUNC
+    reason = None if node_type in _ALLOWED_NODE_TYPES else _node_type_reason(node_type)
+    if node_type is exp.Table:
+        return reason, _KIND_TABLE
+    if node_type is exp.PropertyEQ:
+        return reason, _KIND_ASSIGNMENT
+    if node_type is exp.With:
+        return reason, _KIND_WITH
+    if node_type is exp.Identifier:
+        return reason, _KIND_IDENTIFIER
+    return reason, _KIND_PLAIN
+
+
+# Denied node types are denied even as the product of a call to an allowed
+# name (no allowed name produces one today; this keeps it so).
+@functools.cache
+def _denied_type_reason(node_type: type[exp.Expr]) -> str | None:
+    for denied_type, reason in _DENIED_NODE_TYPES:
+        if issubclass(node_type, denied_type):
+            return reason
+    return None
 
 
 # --------------------------------------------------------------------------
@@ -439,10 +622,74 @@ def _root_denial(statement: exp.Expr, first_token: Token | None) -> str | None:
         return f"not a query: {first_word}"
     if isinstance(node, exp.Command):
         return f"unsupported statement: {str(node.this).upper()}"
-    type_denial, _ = _classify(type(node))
+    type_denial = _denied_type_reason(type(node))
     if type_denial:
         return type_denial
     return f"not a query: {first_word}"
+
+
+# --------------------------------------------------------------------------
+# Function calls as written
+# --------------------------------------------------------------------------
+
+_L_PAREN = TokenType.L_PAREN
+_IDENTIFIER = TokenType.IDENTIFIER
+_WORD = re.compile(r"\w+")
+
+
+def _call_tokens(tokens: list[Token]) -> dict[int, Token]:
+    """Start offset -> token, for every word directly followed by "(": the
+    places where the server may call a function. Quoted identifiers count."""
+    calls = {}
+    for token, following in zip(tokens, tokens[1:], strict=False):
+        if following.token_type == _L_PAREN and (token.token_type == _IDENTIFIER or _WORD.fullmatch(token.text)):
+            calls[token.start] = token
+    return calls
+
+
+def _called_name(token: Token, dialect: str) -> str:
+    """The function name the server resolves: PostgreSQL folds unquoted names
+    to lower case and matches quoted ones exactly; MySQL and SQLite function
+    names are case-insensitive."""
+    if dialect == POSTGRES and token.token_type == _IDENTIFIER:
+        return token.text
+    return token.text.lower()
+
+
+@functools.cache
+def _type_tokens(dialect: str) -> frozenset:
+    # Type names take parameters in parentheses: numeric(10, 2), varchar(20).
+    return frozenset(_DIALECTS[dialect].parser_class.TYPE_TOKENS)
+
+
+def _qualifier(node: exp.Expr) -> list[exp.Expr] | None:
+    """The schema (and catalog) parts written before a called function, or
+    None when the call is unqualified. `s.f(...)` parses as Dot(s, f(...));
+    `FROM s.f(...)` as Table(this=f(...), db=s)."""
+    parent = node.parent
+    if isinstance(parent, exp.Dot) and node.arg_key == "expression":
+        return [parent.this]
+    if isinstance(parent, exp.Table) and node.arg_key == "this":
+        parts = [parent.args.get("catalog"), parent.args.get("db")]
+        parts = [part for part in parts if part is not None]
+        return parts or None
+    return None
+
+
+def _qualifier_allowed(parts: list[exp.Expr], dialect: str) -> bool:
+    # Only PostgreSQL's own schema, written as one plain name: a function in
+    # any other schema is user-defined (or an extension's) and can do anything.
+    if dialect != POSTGRES or len(parts) != 1:
+        return False
+    part = parts[0]
+    if isinstance(part, exp.Column) and not part.table:
+        part = part.this
+    return isinstance(part, exp.Identifier) and _identifier_key(part, dialect) == "pg_catalog"
+
+
+def _qualifier_text(parts: list[exp.Expr]) -> str:
+    names = (part.name.lower() if isinstance(part, (exp.Identifier, exp.Column)) else part.sql() for part in parts)
+    return ".".join(names)
 
 
 # --------------------------------------------------------------------------
@@ -479,12 +726,18 @@ _WITH_ARG = "with_"
 
 
 class _Walk:
-    """One pass over a parsed statement: first denial reason + table names."""
+    """One pass over a parsed statement: first denial reason, table names and
+    called functions."""
 
-    def __init__(self, dialect: str) -> None:
+    def __init__(self, dialect: str, tokens: list[Token]) -> None:
         self.dialect = dialect
+        self.allowed_functions = allowed_functions(dialect)
         self.denial: str | None = None
         self.tables: set[str] = set()
+        self.functions: set[str] = set()
+        self.calls = _call_tokens(tokens)
+        # Call-like tokens the tree explains (a call node or an alias name).
+        self.explained: set[int] = set()
 
     def _deny(self, reason: str) -> None:
         if self.denial is None:  # keep the first reason found
@@ -496,17 +749,37 @@ class _Walk:
         # CTE names visible at that node. Children are visited in reverse
         # order; the walk is still deterministic, which is all that matters
         # for the (first) reason.
+        calls = self.calls
+        never_a_call = _NEVER_A_CALL_BY_DIALECT[self.dialect]
         stack: list[tuple[exp.Expr, frozenset[str]]] = [(root, frozenset())]
         while stack:
             node, ctes = stack.pop()
-            reason, kind = _classify(type(node))
+            node_type = type(node)
+            reason, kind = _classify(node_type)
+            # Only a node that can stand for a call, or an alias name, can
+            # explain a call position; skipping the rest keeps the walk cheap
+            # (reading `meta` allocates a dict on nodes that have none).
+            alias_name = kind == _KIND_IDENTIFIER and type(node.parent) is exp.TableAlias  # AS g(n), WITH r(n)
+            if calls and (node_type not in never_a_call or alias_name):
+                start = node.meta.get("start")
+                if start is not None and start in calls:
+                    self.explained.add(start)
+                    if not alias_name:
+                        # The parser made this node from the call written here:
+                        # the written name decides, whatever class sqlglot chose.
+                        self._check_call(node, calls[start])
+                        reason = _denied_type_reason(node_type)
+                elif kind == _KIND_ANONYMOUS_FUNC:
+                    # An unknown function the parser built without a written
+                    # name under it: nothing to check it against, so deny.
+                    reason = f"function not allowed: {node.name.lower()}"
+            elif kind == _KIND_ANONYMOUS_FUNC:
+                reason = f"function not allowed: {node.name.lower()}"
             if reason:
+                if node_type is exp.Operator:  # name the operator: OPERATOR(schema.op)
+                    reason = f"operator not allowed: OPERATOR({node.args.get('operator')})"
                 self._deny(reason)
-            if kind == _KIND_ANONYMOUS_FUNC:
-                name = node.name.lower()
-                if _function_name_denied(name):
-                    self._deny(f"function not allowed: {name}")
-            elif kind == _KIND_TABLE:
+            if kind == _KIND_TABLE:
                 self._record_table(node, ctes)
             elif kind == _KIND_ASSIGNMENT:
                 if isinstance(node.this, (exp.Parameter, exp.SessionParameter)):
@@ -524,6 +797,33 @@ class _Walk:
                     stack.append((value, ctes if value is with_ else body_ctes))
                 elif type(value) is list:
                     stack.extend((item, body_ctes) for item in value if isinstance(item, exp.Expr))
+
+    def _check_call(self, node: exp.Expr, token: Token) -> None:
+        name = _called_name(token, self.dialect)
+        self.functions.add(name)
+        if name not in self.allowed_functions:
+            self._deny(f"function not allowed: {name}")
+            return
+        parts = _qualifier(node)
+        if parts is not None and not _qualifier_allowed(parts, self.dialect):
+            self._deny(f"function not allowed: {_qualifier_text(parts)}.{name}")
+
+    def check_unexplained_calls(self) -> None:
+        """Every word before "(" that the tree does not explain must be an
+        allowed function (one sqlglot parses with dedicated syntax: CAST,
+        EXTRACT, TRIM, STRING_AGG, ...), a keyword of the query syntax, or a
+        type with parameters. Anything else is a call the walk did not see."""
+        type_tokens = _type_tokens(self.dialect)
+        for start, token in self.calls.items():
+            if start in self.explained:
+                continue
+            name = _called_name(token, self.dialect)
+            if name in self.allowed_functions:
+                self.functions.add(name)
+                continue
+            if token.token_type != _IDENTIFIER and (name in _SYNTAX_WORDS or token.token_type in type_tokens):
+                continue
+            self._deny(f"function not allowed: {name}")
 
     def _push_with(self, with_: exp.With, outer: frozenset[str], stack: list[tuple[exp.Expr, frozenset[str]]]) -> None:
         # CTE i sees the CTEs before it (and itself when RECURSIVE). Forward
@@ -545,7 +845,7 @@ class _Walk:
         if this is None and table.args.get("rows_from"):
             return  # ROWS FROM (f(), g()): the functions are walked separately
         if isinstance(this, exp.Func):
-            return  # table function: generate_series(...), json_each(...), ...
+            return  # table function: checked as a call (name and qualifier)
         if not isinstance(this, (exp.Identifier, exp.Dot)):
             self._deny(f"unsupported table reference: {table.sql(self.dialect)[:80]}")
             return
@@ -594,18 +894,21 @@ def _analyse(sql: str, dialect: str) -> SqlVerdict:
     # (exp.Semicolon) are not statements.
     statements = [s for s in parsed if s is not None and not isinstance(s, exp.Semicolon)]
 
-    walk = _Walk(dialect)
+    walk = _Walk(dialect, tokens)
     for statement in statements:
         walk.run(statement)
+    walk.check_unexplained_calls()
     tables = tuple(sorted(walk.tables))
+    functions = tuple(sorted(walk.functions))
 
     # Both counts must be 1: the tokens say what the server will run, the
     # parser output what the walk has checked.
     count = _count_statements(tokens)
     if count == 0 or not statements:
-        return SqlVerdict(False, "empty statement", tables)
+        return SqlVerdict(False, "empty statement", tables, functions)
     if count != 1 or len(statements) != 1:
-        return SqlVerdict(False, f"expected exactly one statement, got {max(count, len(statements))}", tables)
+        reason = f"expected exactly one statement, got {max(count, len(statements))}"
+        return SqlVerdict(False, reason, tables, functions)
     first_token = next((t for t in tokens if t.token_type != _SEMICOLON), None)
     # Most specific reason first; the TABLE-keyword rule also trips on
     # `INTO TEMPORARY TABLE`, which the walk names better.
@@ -616,5 +919,5 @@ def _analyse(sql: str, dialect: str) -> SqlVerdict:
         or _shorthand_denial(tokens)
     )
     if reason:
-        return SqlVerdict(False, reason, tables)
-    return SqlVerdict(True, "", tables)
+        return SqlVerdict(False, reason, tables, functions)
+    return SqlVerdict(True, "", tables, functions)
