@@ -36,6 +36,7 @@ from governance.pii.masking import InMemoryVault, MaskCounts, Vault, mask_any, m
 from governance.pii.reidentify import Reidentified, ReidentifyError, reidentify_sql
 from governance.schema_analysis import classification_schema, mask_stats_record
 from governance.services import GovernanceError, db_connection_dsn
+from governance.sql.dialects import configured_schemas
 from governance.sql.execute import QueryError, account_risks, execute_readonly, statement_words
 from governance.sql.guard import analyse_sql
 from governance.sql.table_access import tables_not_granted
@@ -210,8 +211,9 @@ def _require_read_only_account(engine: str, dsn: str) -> None:
 
 
 def connection_schemas(connection: DbConnection) -> tuple[str, ...]:
-    """The schemas the connection's unqualified names resolve to (search_path)."""
-    return tuple(name for name in (getattr(connection, "schemas", None) or ()) if isinstance(name, str) and name)
+    """The schemas the connection's unqualified names resolve to (PostgreSQL's
+    pinned search_path): exactly those a whole-database grant covers."""
+    return configured_schemas(connection.sql_dialect, connection.schemas)
 
 
 def vault_for(ctx: TurnContext) -> Vault:

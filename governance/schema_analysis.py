@@ -26,6 +26,7 @@ from governance.models import (
 )
 from governance.pii.detectors import detect
 from governance.services import db_connection_account_check, db_connection_dsn
+from governance.sql.dialects import configured_schemas
 from governance.sql.execute import execute_readonly
 
 logger = logging.getLogger(__name__)
@@ -147,10 +148,11 @@ _COLUMNS_SQL = {
         "SELECT m.name, p.name, p.type FROM sqlite_master m JOIN pragma_table_info(m.name) p "
         "WHERE m.type = 'table' AND m.name NOT LIKE 'sqlite_%' ORDER BY m.name, p.cid"
     ),
+    # The configured schemas only (the pinned search_path): what a whole-database grant covers.
     "postgresql": (
         "SELECT CASE WHEN table_schema = 'public' THEN table_name ELSE table_schema || '.' || table_name END, "
         "column_name, data_type FROM information_schema.columns "
-        "WHERE table_schema NOT IN ('pg_catalog', 'information_schema') ORDER BY 1, ordinal_position"
+        "WHERE table_schema = ANY(current_schemas(false)) ORDER BY 1, ordinal_position"
     ),
     "mysql": (
         "SELECT table_name, column_name, data_type FROM information_schema.columns "
@@ -170,8 +172,14 @@ def analyse_connection(connection: DbConnection) -> dict[tuple[str, str], tuple[
     dsn = db_connection_dsn(connection=connection)
     db_connection_account_check(engine=connection.engine, dsn=dsn)
     timeout = connection.statement_timeout_ms
+    schemas = configured_schemas(connection.sql_dialect, connection.schemas)
     columns = execute_readonly(
-        engine=connection.engine, dsn=dsn, sql=_COLUMNS_SQL[connection.engine], row_cap=20_000, timeout_ms=timeout
+        engine=connection.engine,
+        dsn=dsn,
+        sql=_COLUMNS_SQL[connection.engine],
+        row_cap=20_000,
+        timeout_ms=timeout,
+        schemas=schemas,
     ).rows
     results = {}
     for table, column, data_type in columns:
@@ -181,7 +189,7 @@ def analyse_connection(connection: DbConnection) -> dict[tuple[str, str], tuple[
         )
         try:
             sample = execute_readonly(
-                engine=connection.engine, dsn=dsn, sql=sql, row_cap=SAMPLE_SIZE, timeout_ms=timeout
+                engine=connection.engine, dsn=dsn, sql=sql, row_cap=SAMPLE_SIZE, timeout_ms=timeout, schemas=schemas
             ).rows
         except Exception:
             logger.warning("could not sample %s.%s; classifying by name only", table, column, exc_info=True)
