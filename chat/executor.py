@@ -244,7 +244,7 @@ def mask_sql_rows(
             connection.sql_dialect,
             schema,
             n_columns=len(columns),
-            **({"tainted_literals": tainted_literals} if tainted_literals else {}),  # TEMP until lineage merge
+            tainted_literals=tainted_literals,
         ),
         columns,
     )
