@@ -1244,6 +1244,9 @@ class _Classifier:
         if not alias:
             raise _Unresolved(f"column {name!r} not resolved")
         source, owner = self._find_source(alias, scope)
+        return _merge([self._column_of(source, owner, name, full), self._outer_join(alias, source, owner)])
+
+    def _column_of(self, source: exp.Table | Scope, owner: Scope, name: str, full: bool) -> _Found:
         if isinstance(source, exp.Table):
             if not isinstance(source.this, exp.Identifier):
                 # Table function (json_each(c.memo), generate_series(...)):
@@ -1259,8 +1262,39 @@ class _Classifier:
             return frozenset({(key, name)}), frozenset(), frozenset()
         return self._derived_column(source, name, full)
 
+    def _outer_join(self, alias: str, source: exp.Table | Scope, owner: Scope) -> _Found:
+        """A column from the NULL-able side of an outer join is NULL or not
+        depending on the join condition and that side's row filters: ``LEFT
+        JOIN customers c2 ON c2.id = c.id AND c2.name > 'M'`` makes ``c2.id``
+        a per-row oracle. Those taint the column, unlike an inner join's."""
+        select = owner.expression
+        joins = select.args.get("joins") if isinstance(select, exp.Select) else None
+        if not joins:
+            return _NOTHING
+
+        def compute() -> _Found:
+            from_ = select.args.get("from_")
+            before = [from_.this.alias_or_name] if from_ is not None else []
+            results = []
+            for join in joins:
+                side = str(join.args.get("side") or "").upper()
+                here = join.this.alias_or_name
+                if (side in ("LEFT", "FULL") and here == alias) or (side in ("RIGHT", "FULL") and alias in before):
+                    for key, value in join.args.items():
+                        if key != "this":
+                            results.extend(self._trace(child, owner, True) for child in _child_expressions(value))
+                    if isinstance(source, Scope):
+                        results.append(self._rows(source))
+                before.append(here)
+            return _merge(results)
+
+        return self._memoized(("outer", id(owner), alias), compute)
+
     def _whole_row(self, alias: str, scope: Scope, full: bool) -> _Found:
         source, owner = self._find_source(alias, scope)
+        return _merge([self._whole_row_of(source, owner, full), self._outer_join(alias, source, owner)])
+
+    def _whole_row_of(self, source: exp.Table | Scope, owner: Scope, full: bool) -> _Found:
         if isinstance(source, exp.Table):
             if not isinstance(source.this, exp.Identifier):
                 return self._table_function(source, owner, full)
@@ -1411,7 +1445,10 @@ class _Classifier:
         from_ = root.args.get("from_")
         if from_ is not None:
             relations.append(from_.this)
-        relations.extend(join.this for join in root.args.get("joins") or [])
+        joins = root.args.get("joins") or []
+        if any(join.args.get("side") for join in joins):
+            return None  # an outer join's condition decides NULLs in outputs: see _outer_join
+        relations.extend(join.this for join in joins)
         # Every FROM item must be a plain table: a derived table, CTE or table
         # function can rename a PII column to anything.
         by_alias: dict[str, tuple[str, ...]] = {}  # alias / table name -> schema keys it may mean
