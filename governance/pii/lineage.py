@@ -420,6 +420,43 @@ def _function_names(node: exp.Expr) -> frozenset[str]:
     return frozenset()
 
 
+def _role_of(names: frozenset[str]) -> str | None:
+    if names & _DATA_READING_FUNCTIONS:
+        return "data"
+    if names & _STATEMENT_TEXT_FUNCTIONS:
+        return "statement"
+    if names & _TRANSFORMING_FUNCTIONS:
+        return "transform"
+    return None
+
+
+@functools.cache
+def _type_role(node_type: type[exp.Expr]) -> str | None:
+    if node_type is exp.Anonymous or not issubclass(node_type, exp.Func):
+        return None
+    return _role_of(_names_for_type(node_type))
+
+
+@functools.cache
+def _anonymous_role(name: str) -> str | None:
+    return _role_of(frozenset({name.lower()}))
+
+
+def _function_role(node: exp.Expr) -> str | None:
+    """ "data", "statement", "transform" (see the lists above) or None; cached
+    per node type / function name because it runs on every node."""
+    node_type = type(node)
+    if node_type is exp.Anonymous:
+        return _anonymous_role(node.name)
+    return _type_role(node_type)
+
+
+def _function_label(node: exp.Expr, names: frozenset[str]) -> str:
+    """A function's name for a reason: the listed spelling it matched."""
+    matched = _function_names(node) & names
+    return min(matched) if matched else type(node).__name__.lower()
+
+
 @functools.cache
 def _is_count_type(node_type: type[exp.Expr]) -> bool:
     return issubclass(node_type, exp.Count)
@@ -732,15 +769,12 @@ class _Classifier:
         if text is not None:
             kind = self.literal_kind(text) if text else None
             return (kind, "a literal holding a re-identified personal-data value") if kind else None
-        names = _function_names(node)
-        if not names:
-            return None
-        if names & _DATA_READING_FUNCTIONS:
+        role = _function_role(node)
+        if role == "data":
             kind = self.connection_kind()
-            return (
-                (kind, f"{min(names & _DATA_READING_FUNCTIONS)}() reads data lineage cannot follow") if kind else None
-            )
-        if names & _STATEMENT_TEXT_FUNCTIONS:
+            label = _function_label(node, _DATA_READING_FUNCTIONS)
+            return (kind, f"{label}() reads data lineage cannot follow") if kind else None
+        if role == "statement":
             kind = self.statement_kind()
             return (kind, "returns the statement text, which holds a re-identified value") if kind else None
         return None
@@ -756,7 +790,7 @@ class _Classifier:
             taint = self.node_taint(node)
             if taint:
                 kinds.add(taint[0])
-            elif _function_names(node) & _TRANSFORMING_FUNCTIONS:
+            elif _function_role(node) == "transform":
                 kinds.add(_DOUBT_KIND)
         if self.unknown_relations:
             kind = self.connection_kind()
@@ -1126,11 +1160,10 @@ class _Classifier:
                 taint = self.node_taint(current)
                 if taint:
                     taints.add(taint)
-                names = _function_names(current)
-                if names & _TRANSFORMING_FUNCTIONS:
+                if _function_role(current) == "transform":
                     found = _merge(self._trace(child, scope, full) for child in current.iter_expressions())
                     if found[0]:
-                        rewrite = min(names & _TRANSFORMING_FUNCTIONS)
+                        rewrite = _function_label(current, _TRANSFORMING_FUNCTIONS)
                         taints.add((_DOUBT_KIND, f"{rewrite}() rewrites a column's characters"))
                 else:
                     if node_type is exp.Window and current.args.get("alias"):
@@ -1507,13 +1540,11 @@ class _Classifier:
                 taint = self.node_taint(current)
                 if taint:
                     taints.add(taint)
-                names = _function_names(current)
-                if names & _TRANSFORMING_FUNCTIONS and any(
+                if _function_role(current) == "transform" and any(
                     isinstance(n, (exp.Column, exp.TableColumn)) for n in current.walk()
                 ):
-                    taints.add(
-                        (_DOUBT_KIND, f"{min(names & _TRANSFORMING_FUNCTIONS)}() rewrites a column's characters")
-                    )
+                    rewrite = _function_label(current, _TRANSFORMING_FUNCTIONS)
+                    taints.add((_DOUBT_KIND, f"{rewrite}() rewrites a column's characters"))
                 if isinstance(current, exp.Window) and current.args.get("alias"):
                     stack.extend(windows)
                 stack.extend(current.iter_expressions())
