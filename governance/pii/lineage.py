@@ -551,6 +551,24 @@ def _source_text(source: Source) -> str:
     return f"{source[0]}.{source[1]}"
 
 
+_CONNECTIVES = (exp.And, exp.Or, exp.Xor, exp.Not, exp.Paren, exp.Where, exp.Having, exp.Qualify)
+
+
+def _atoms(condition: object) -> list[exp.Expr]:
+    """The smallest predicates of a condition: split on AND / OR / NOT and
+    parentheses. ``c.name = 'x' OR c.id = 1`` has two atoms, ``g =
+    ascii(c.name)`` one."""
+    atoms: list[exp.Expr] = []
+    stack = _child_expressions(condition)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, _CONNECTIVES):
+            stack.extend(node.iter_expressions())
+        else:
+            atoms.append(node)
+    return atoms
+
+
 def _child_expressions(value: object) -> list[exp.Expr]:
     if isinstance(value, exp.Expr):
         return [value]
@@ -733,6 +751,10 @@ class _Classifier:
         self.path: set[tuple] = set()
         self.cycle_cut = False
         self.steps = 0
+        self.compared: dict[int, dict[tuple[str, str], _Found]] = {}  # scope id -> see _compared
+        # Scopes whose row filters are being read as values (_compared): their
+        # own columns count as just their values there, not what filters them.
+        self.plain_scopes: set[int] = set()
 
     # ---- kinds of non-column taints ----------------------------------------
 
@@ -1132,8 +1154,13 @@ class _Classifier:
             current = stack.pop()
             self._tick()
             if _is_count(current):
-                # The one exemption: a number of rows (its FILTER included).
+                # The one exemption: a number of rows (its FILTER included) -
+                # unless personal data multiplies the rows it counts.
                 labels.add("count")
+                if scope is not None:
+                    found = self._count_multiplied(scope)
+                    sources |= found[0]
+                    taints |= found[1]
                 continue
             node_type = type(current)
             if node_type is exp.Column:
@@ -1186,8 +1213,110 @@ class _Classifier:
         if scope is None:
             raise _Unresolved("subquery without scope")
         if count_exempt and _is_count_query(query):
-            return frozenset(), frozenset(), frozenset({"count"})
+            found = self._count_multiplied(scope)
+            return found[0], found[1], frozenset({"count"})
         return self._full(scope)
+
+    def _pii_only(self, found: _Found) -> _Found:
+        """The personal-data part of a result: PII sources and taints."""
+        sources = frozenset(s for s in found[0] if self.index.columns(s[0]).get(s[1]))
+        return sources, found[1], frozenset()
+
+    def _scope_of(self, node: exp.Expr) -> Scope:
+        """The scope a node is evaluated in: its nearest enclosing query's."""
+        current: exp.Expr | None = node
+        while current is not None:
+            scope = self.scope_by_expression.get(id(current))
+            if scope is not None:
+                return scope
+            current = current.parent
+        raise _Unresolved("node outside every scope")
+
+    def _compared(self, scope: Scope) -> dict[tuple[str, str], _Found]:
+        """Columns of this scope's sources that a row filter compares with
+        personal data, and with which. ``WHERE g = ascii(substr(c.name, 1,
+        1))`` over ``generate_series(1, 200000) g`` makes ``g`` the
+        character's code: a column in one predicate (an atom of WHERE /
+        JOIN ON / HAVING / QUALIFY, nested queries included) with a
+        personal-data value carries it, whatever the operator. Keys are
+        (source alias, column), "*" for a whole row."""
+        cached = self.compared.get(id(scope))
+        if cached is not None:
+            return cached
+        self.compared[id(scope)] = {}  # a filter reaching its own scope again adds nothing new
+        result: dict[tuple[str, str], _Found] = {}
+        expression = scope.expression
+        if isinstance(expression, exp.Select):
+            conditions = [expression.args.get(key) for key in ("where", "having", "qualify")]
+            conditions.extend(join.args.get("on") for join in expression.args.get("joins") or [])
+            for atom in _atoms(conditions):
+                mine = []
+                unplaced = False
+                for node in atom.walk():
+                    if isinstance(node, exp.Column) and node.table:
+                        key = (node.table, node.name)
+                    elif isinstance(node, exp.TableColumn):
+                        key = (node.name, "*")
+                    else:
+                        unplaced = unplaced or isinstance(node, exp.Column)
+                        continue
+                    if self._find_source(key[0], self._scope_of(node))[1] is scope:
+                        mine.append(key)
+                if not mine and not unplaced:
+                    continue
+                self.plain_scopes.add(id(scope))
+                try:
+                    found = self._pii_only(self._trace(atom, scope, True))
+                finally:
+                    self.plain_scopes.discard(id(scope))
+                if found[0] or found[1]:
+                    if unplaced:
+                        raise _Unresolved("unqualified column compared with personal data")
+                    for key in mine:
+                        result[key] = _merge([result.get(key, _NOTHING), found])
+        self.compared[id(scope)] = result
+        return result
+
+    def _compared_column(self, alias: str, name: str, owner: Scope) -> _Found:
+        compared = self._compared(owner)
+        if not compared:
+            return _NOTHING
+        if name == "*":
+            return _merge(found for (source, _), found in compared.items() if source == alias)
+        return _merge([compared.get((alias, name), _NOTHING), compared.get((alias, "*"), _NOTHING)])
+
+    def _count_multiplied(self, scope: Scope) -> _Found:
+        """Personal data that decides HOW MANY rows a count in this scope
+        counts beyond filtering them: a table function whose arguments read
+        it (``generate_series(1, ascii(name))``), a non-personal column
+        compared with it (``JOIN generate_series(1, 200000) g ON g <
+        ascii(name)``), and the same inside the derived tables it reads. A
+        count over such rows is the value itself; a count of rows merely
+        filtered by personal data (``c2.name = c.name``) stays a count."""
+        scope = self._real_scope(scope)
+
+        def compute() -> _Found:
+            results = []
+            for (alias, name), found in self._compared(scope).items():
+                source = scope.sources.get(alias)
+                key = self.synthetic.get(source.name) if isinstance(source, exp.Table) else None
+                if key is None or name == "*" or not self.index.columns(key).get(name):
+                    results.append(found)  # a non-personal (or unknown) column carries the value
+            for source in scope.sources.values():
+                if isinstance(source, Scope):
+                    real = self._real_scope(source)
+                    if isinstance(real.expression, (exp.Select, exp.SetOperation)):
+                        if isinstance(real.expression, exp.SetOperation):
+                            results.extend(self._count_multiplied(b) for b in real.set_operation_scopes)
+                        else:
+                            results.append(self._count_multiplied(real))
+                    else:  # UNNEST(string_to_array(name, NULL)), VALUES, LATERAL ...
+                        results.append(self._pii_only(self._trace(real.expression, real, True)))
+                elif not isinstance(source.this, exp.Identifier):
+                    results.append(self._pii_only(self._trace(source.this, scope, True)))
+            return _merge(results)
+
+        return self._memoized(("multiplied", id(scope)), compute)
 
     def _full(self, scope: Scope) -> _Found:
         """Every output of a scope plus whatever chooses its rows."""
@@ -1277,7 +1406,15 @@ class _Classifier:
         if not alias:
             raise _Unresolved(f"column {name!r} not resolved")
         source, owner = self._find_source(alias, scope)
-        return _merge([self._column_of(source, owner, name, full), self._outer_join(alias, source, owner)])
+        if id(owner) in self.plain_scopes:
+            return self._column_of(source, owner, name, full)
+        return _merge(
+            [
+                self._column_of(source, owner, name, full),
+                self._outer_join(alias, source, owner),
+                self._compared_column(alias, name, owner),
+            ]
+        )
 
     def _column_of(self, source: exp.Table | Scope, owner: Scope, name: str, full: bool) -> _Found:
         if isinstance(source, exp.Table):
@@ -1325,7 +1462,15 @@ class _Classifier:
 
     def _whole_row(self, alias: str, scope: Scope, full: bool) -> _Found:
         source, owner = self._find_source(alias, scope)
-        return _merge([self._whole_row_of(source, owner, full), self._outer_join(alias, source, owner)])
+        if id(owner) in self.plain_scopes:
+            return self._whole_row_of(source, owner, full)
+        return _merge(
+            [
+                self._whole_row_of(source, owner, full),
+                self._outer_join(alias, source, owner),
+                self._compared_column(alias, "*", owner),
+            ]
+        )
 
     def _whole_row_of(self, source: exp.Table | Scope, owner: Scope, full: bool) -> _Found:
         if isinstance(source, exp.Table):
@@ -1498,6 +1643,15 @@ class _Classifier:
         selects = root.selects
         if self.n_columns is not None and self.n_columns != len(selects):
             return None
+        pii_names = {column for _, column in pii}
+        conditions = [root.args.get(key) for key in ("where", "having", "qualify")]
+        conditions.extend(join.args.get("on") for join in joins)
+        for atom in _atoms(conditions):
+            # A column compared with personal data carries it (see _compared):
+            # by name alone the comparison cannot be placed, so mask everything.
+            names = {node.name.lower() for node in atom.find_all(exp.Column)}
+            if names & pii_names and names - pii_names:
+                return None
         known_keys = {key for keys in by_alias.values() for key in keys}
         by_column: dict[str, list[Source]] = {}
         for key in known_keys:
