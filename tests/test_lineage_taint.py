@@ -143,6 +143,47 @@ CASES: list[Case] = [
         2,
         {1: "name"},
     ),
+    # a row filter that compares a number source with personal data returns the value
+    Case(
+        "SELECT g FROM generate_series(1, 200000) g, customers c WHERE c.id = 1 AND g = ascii(substr(c.name, 1, 1))",
+        1,
+        {0: "name"},
+        (PG,),
+    ),
+    Case(
+        "SELECT g.g FROM generate_series(1, 200000) g "
+        "WHERE EXISTS (SELECT 1 FROM customers c WHERE c.id = 1 AND ascii(c.name) = g.g)",
+        1,
+        {0: "name"},
+        (PG,),
+    ),
+    Case(
+        "WITH RECURSIVE n(g) AS (SELECT 1 UNION ALL SELECT g + 1 FROM n WHERE g < 40) "
+        "SELECT n.g FROM n JOIN customers c ON n.g = length(c.email)",
+        1,
+        {0: "email"},
+    ),
+    Case(
+        "WITH RECURSIVE n(g) AS (SELECT 1 UNION ALL SELECT g + 1 FROM n WHERE g < 40) "
+        "SELECT x.g FROM (SELECT n.g FROM n, customers c WHERE n.g = length(c.email)) x",
+        1,
+        {0: "email"},
+    ),
+    # ... and a count over rows multiplied by personal data is the value
+    Case("SELECT count(*) FROM customers c, generate_series(1, ascii(substr(c.name, 1, 1))) g", 1, {0: "name"}, (PG,)),
+    Case(
+        "SELECT count(*) FROM customers c JOIN generate_series(1, 200000) g ON g < ascii(substr(c.name, 1, 1))",
+        1,
+        {0: "name"},
+        (PG,),
+    ),
+    Case(
+        "WITH RECURSIVE n(g) AS (SELECT 1 UNION ALL SELECT g + 1 FROM n WHERE g < 40) "
+        "SELECT c.id, (SELECT count(*) FROM n WHERE n.g <= length(c.email)) FROM customers c",
+        2,
+        {1: "email"},
+    ),
+    Case("SELECT count(*) FROM customers c, unnest(string_to_array(c.name, NULL)) u", 1, {0: "name"}, (PG,)),
     # --- whole rows in every notation (PostgreSQL) ---
     Case("SELECT c FROM customers c", 1, {0: CONNECTION}, (PG,)),
     Case("SELECT c.row_to_json FROM customers c", 1, {0: CONNECTION}, (PG,)),
@@ -242,6 +283,19 @@ CASES: list[Case] = [
         attack=False,
     ),
     Case("SELECT id FROM customers WHERE name = '김민준'", 1, {}, attack=False),
+    Case(
+        "SELECT o.amount FROM orders o JOIN customers c ON c.id = o.customer_id "
+        "WHERE c.name = '김민준' OR o.amount > 9",
+        1,
+        {},
+        attack=False,
+    ),
+    Case(
+        "SELECT e.id FROM customers c JOIN customers e ON e.name = c.name WHERE c.phone LIKE '010%'",
+        1,
+        {},
+        attack=False,
+    ),
     Case("SELECT id, city FROM customers ORDER BY name", 2, {}, attack=False),
     Case("SELECT city FROM customers GROUP BY city, name", 1, {}, attack=False),
     Case("SELECT max(id) FROM customers GROUP BY name", 1, {}, attack=False),
