@@ -184,6 +184,15 @@ CASES: list[Case] = [
         {1: "email"},
     ),
     Case("SELECT count(*) FROM customers c, unnest(string_to_array(c.name, NULL)) u", 1, {0: "name"}, (PG,)),
+    # session state set from a column in the same statement
+    Case("SELECT t.id, @x FROM (SELECT id, @x := name FROM customers) t", 2, {1: CONNECTION}, (MY,)),
+    Case(
+        "SELECT t.id, current_setting('owl.x') FROM (SELECT id, set_config('owl.x', name, false) AS s "
+        "FROM customers) t",
+        2,
+        {1: CONNECTION},
+        (PG,),
+    ),
     # --- whole rows in every notation (PostgreSQL) ---
     Case("SELECT c FROM customers c", 1, {0: CONNECTION}, (PG,)),
     Case("SELECT c.row_to_json FROM customers c", 1, {0: CONNECTION}, (PG,)),

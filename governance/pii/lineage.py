@@ -254,6 +254,8 @@ _DATA_READING_FUNCTIONS = frozenset(
         "pg_stat_get_activity",
         "pg_stat_statements",
         "readfile",
+        # session state the same statement can set from a column (set_config(..., name, ...))
+        "current_setting",
     }
 )
 
@@ -755,6 +757,7 @@ class _Classifier:
         # Scopes whose row filters are being read as values (_compared): their
         # own columns count as just their values there, not what filters them.
         self.plain_scopes: set[int] = set()
+        self.pii_names: set[str] = set()  # lowercased PII column names of the referenced tables
 
     # ---- kinds of non-column taints ----------------------------------------
 
@@ -791,6 +794,11 @@ class _Classifier:
         if text is not None:
             kind = self.literal_kind(text) if text else None
             return (kind, "a literal holding a re-identified personal-data value") if kind else None
+        if type(node) in (exp.Parameter, exp.Placeholder):
+            # MySQL `@v` (set by `@v := name` elsewhere in the statement) or a
+            # bind placeholder: a value from outside the tree.
+            kind = self.connection_kind()
+            return (kind, "reads a variable lineage cannot follow") if kind else None
         role = _function_role(node)
         if role == "data":
             kind = self.connection_kind()
@@ -837,6 +845,7 @@ class _Classifier:
 
         referenced, tables = self._referenced_tables(root)
         pii = self.index.pii_columns(referenced)
+        self.pii_names = {column for _, column in pii}
         if not self.special_kinds(root):
             # Fast paths, safe only without literals, rewrites or unknown
             # relations (checked just above): then a personal-data value can
@@ -1175,6 +1184,10 @@ class _Classifier:
                 found = self._whole_row(current.name, scope, full)
             elif node_type is exp.Star:
                 raise _Unresolved("* could not be expanded")
+            elif node_type is exp.Var and current.name.lower() in self.pii_names:
+                # A bare word spelled like a PII column: sqlglot did not read it
+                # as a column, the server might.
+                raise _Unresolved(f"bare word {current.name!r}")
             elif node_type is exp.Subquery:  # (SELECT ...): the scope is keyed by the inner query
                 stack.append(current.this)
                 continue
@@ -1675,6 +1688,8 @@ class _Classifier:
                 if _is_count(current):
                     continue
                 if _is_star(current) or isinstance(current, (exp.Query, exp.Exists)):
+                    return None
+                if isinstance(current, exp.Var) and current.name.lower() in pii_names:
                     return None
                 if isinstance(current, exp.Column):
                     name, table = current.name.lower(), current.table.lower()
