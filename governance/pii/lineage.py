@@ -36,9 +36,10 @@ personal-data value in any way:
 * a column of a relation NOT in the schema (catalogs, statistics views,
   unclassified tables), a table function not known to derive only from its
   arguments, or a function that reads data by name or runs SQL text
-  (``query_to_xml``, ``dblink``): tainted with the connection's most severe
-  kind when the connection has any personal-data column (when in doubt,
-  mask);
+  (``query_to_xml``, ``dblink``), or session state (MySQL ``@v``,
+  ``current_setting()``, which the same statement can set from a column):
+  tainted with the connection's most severe kind when the connection has
+  any personal-data column (when in doubt, mask);
 * a character-rewriting or encoding function (``translate``, ``replace``,
   ``reverse``, ``encode``, ``hex``, ...; :data:`_TRANSFORMING_FUNCTIONS`)
   applied to ANY column, classified or not: the value detectors that run
@@ -50,15 +51,29 @@ x)``, with or without ``FILTER (WHERE ...)``, and a scalar or IN subquery
 whose single output is such a count return a number of rows, not a value:
 what they count or filter does not taint. (A count over a filter is a yes/no
 oracle on the same footing as a top-level WHERE, which is accepted; a
-windowed count still taints through its PARTITION BY / ORDER BY.)
+windowed count still taints through its PARTITION BY / ORDER BY.) Not
+exempt: a count of rows that personal data MULTIPLIES rather than filters -
+``count(*) FROM customers c, generate_series(1, ascii(c.name))``, or a join
+``ON g < ascii(c.name)`` against a number source - which is the value
+itself (:meth:`_Classifier._count_multiplied`).
 
-The OUTERMOST query's WHERE / JOIN ON / GROUP BY / HAVING / ORDER BY /
-LIMIT, and the row filters of the CTEs and derived tables it reads, do not
-taint outputs: they choose rows, like counting. GROUP BY included:
-``SELECT city FROM customers GROUP BY city, name`` returns cities;
+Row choice. The OUTERMOST query's WHERE / JOIN ON / GROUP BY / HAVING /
+ORDER BY / LIMIT, and the row filters of the CTEs and derived tables it
+reads, do not taint outputs: they choose rows, like counting. GROUP BY
+included: ``SELECT city FROM customers GROUP BY city, name`` returns cities;
 ``SELECT max(id) FROM customers GROUP BY name`` returns one id per name,
 which is acceptable because ids are not personal data. Grouping or ordering
-by a personal-data column never puts its value in an output.
+by a personal-data column never puts its value in an output. Two exceptions,
+where a filter decides an output's VALUE rather than which rows exist:
+
+* a column compared with personal data in one predicate (an atom of WHERE /
+  ON / HAVING, split on AND / OR / NOT) carries it: ``SELECT g FROM
+  generate_series(1, 200000) g, customers c WHERE g = ascii(c.name)``
+  returns the code (:meth:`_Classifier._compared`); ``c2.name = c.name``
+  taints only the name columns, already personal data;
+* a column from the NULL-able side of an outer join is tainted by the join
+  condition and that side's filters: ``LEFT JOIN customers c2 ON c2.id =
+  c.id AND c2.name > 'M'`` makes ``c2.id`` NULL or not per row.
 
 How it works:
 
@@ -67,8 +82,8 @@ How it works:
    the query never names one, expands no star outside ``COUNT(*)``,
    references no whole row and no column a referenced table lacks
    (:func:`_may_reach_pii`, :func:`_names_unknown_column`) - AND the query
-   has no tainted literal, no transforming or data-reading function and no
-   unknown relation (:meth:`_Classifier._special_kinds`). ``SELECT city,
+   has no tainted literal, no transforming or data-reading function, no
+   variable and no unknown relation (:meth:`_Classifier.special_kinds`). ``SELECT city,
    count(*) FROM customers GROUP BY city`` needs no walk.
 2. Otherwise qualify the tree with sqlglot's optimizer (``*`` / ``t.*``
    expand, aliases resolve, every column gets its source alias) against a
@@ -77,10 +92,19 @@ How it works:
    nested queries, LATERAL and table functions, collecting real-table
    sources and non-column taints (literals, unknown relations, rewrites).
 3. Anything the walk does not positively understand (unknown node shape,
-   unexpanded ``*``, unqualified column, ambiguous table, a column count
+   unexpanded ``*``, unqualified column, ambiguous table, a bare word
+   spelled like a PII column, a column count
    different from what the database returned, budget overrun, any
    exception) drops to a name-based FALLBACK that masks more, never less
    (see :meth:`_Classifier._fallback`).
+
+Known limits (accepted, stated so they are not mistaken for coverage):
+filters and counts remain yes/no oracles (``WHERE name LIKE '김%'`` with a
+count or a row count, asked many times, narrows a value down); and free-text
+(unclassified) columns are protected by the value detectors only, so a
+comparison or position over them (``strpos(memo, '010-1')``) or cutting
+them into short pieces (``substr(memo, g, 1)`` per row) is not masked - only
+the rewriting functions above are.
 
 Identifiers are compared case-insensitively, quoted or not: treating
 ``"Phone"`` as ``phone`` can only mask more.
