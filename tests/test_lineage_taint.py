@@ -158,6 +158,18 @@ CASES: list[Case] = [
         (PG,),
     ),
     Case(
+        "SELECT g FROM generate_series(1, 200000) g WHERE g IN (SELECT ascii(name) FROM customers)",
+        1,
+        {0: "name"},
+        (PG,),
+    ),
+    Case(
+        "WITH RECURSIVE n(g) AS (SELECT 1 UNION ALL SELECT g + 1 FROM n WHERE g < 40) "
+        "SELECT n.g FROM n WHERE EXISTS (SELECT 1 FROM (SELECT length(email) AS a FROM customers) x WHERE x.a = n.g)",
+        1,
+        {0: "email"},
+    ),
+    Case(
         "WITH RECURSIVE n(g) AS (SELECT 1 UNION ALL SELECT g + 1 FROM n WHERE g < 40) "
         "SELECT n.g FROM n JOIN customers c ON n.g = length(c.email)",
         1,
@@ -292,6 +304,14 @@ CASES: list[Case] = [
         attack=False,
     ),
     Case("SELECT id FROM customers WHERE name = '김민준'", 1, {}, attack=False),
+    # a semi-join compares with ids: a filter, not a value
+    Case(
+        "SELECT o.customer_id, count(*) FROM orders o "
+        "WHERE o.customer_id IN (SELECT id FROM customers WHERE phone LIKE '010%') GROUP BY 1",
+        2,
+        {},
+        attack=False,
+    ),
     Case(
         "SELECT o.amount FROM orders o JOIN customers c ON c.id = o.customer_id "
         "WHERE c.name = '김민준' OR o.amount > 9",

@@ -595,6 +595,15 @@ def _atoms(condition: object) -> list[exp.Expr]:
     return atoms
 
 
+def _conditions(query: exp.Expr) -> list[exp.Expr]:
+    """The row filters of a SELECT: WHERE, HAVING, QUALIFY, every JOIN ... ON."""
+    if not isinstance(query, exp.Select):
+        return []
+    conditions = [query.args.get(key) for key in ("where", "having", "qualify")]
+    conditions.extend(join.args.get("on") for join in query.args.get("joins") or [])
+    return [condition for condition in conditions if isinstance(condition, exp.Expr)]
+
+
 def _child_expressions(value: object) -> list[exp.Expr]:
     if isinstance(value, exp.Expr):
         return [value]
@@ -781,6 +790,7 @@ class _Classifier:
         # Scopes whose row filters are being read as values (_compared): their
         # own columns count as just their values there, not what filters them.
         self.plain_scopes: set[int] = set()
+        self.shallow: frozenset[int] | set[int] = frozenset()  # nested queries read by their outputs only
         self.pii_names: set[str] = set()  # lowercased PII column names of the referenced tables
 
     # ---- kinds of non-column taints ----------------------------------------
@@ -1252,6 +1262,8 @@ class _Classifier:
         if count_exempt and _is_count_query(query):
             found = self._count_multiplied(scope)
             return found[0], found[1], frozenset({"count"})
+        if id(query) in self.shallow:
+            return _merge(self._scope_output(scope, i, False) for i in range(self._output_count(scope)))
         return self._full(scope)
 
     def _pii_only(self, found: _Found) -> _Found:
@@ -1274,45 +1286,65 @@ class _Classifier:
         personal data, and with which. ``WHERE g = ascii(substr(c.name, 1,
         1))`` over ``generate_series(1, 200000) g`` makes ``g`` the
         character's code: a column in one predicate (an atom of WHERE /
-        JOIN ON / HAVING / QUALIFY, nested queries included) with a
-        personal-data value carries it, whatever the operator. Keys are
-        (source alias, column), "*" for a whole row."""
+        JOIN ON / HAVING / QUALIFY, or of a query nested in them, where it
+        is a correlated reference) with a personal-data VALUE carries it,
+        whatever the operator. A semi-join (``o.customer_id IN (SELECT id
+        FROM customers WHERE phone LIKE ...)``) compares with ids: a filter.
+        Keys are (source alias, column), "*" for a whole row."""
         cached = self.compared.get(id(scope))
         if cached is not None:
             return cached
         self.compared[id(scope)] = {}  # a filter reaching its own scope again adds nothing new
         result: dict[tuple[str, str], _Found] = {}
-        expression = scope.expression
-        if isinstance(expression, exp.Select):
-            conditions = [expression.args.get(key) for key in ("where", "having", "qualify")]
-            conditions.extend(join.args.get("on") for join in expression.args.get("joins") or [])
-            for atom in _atoms(conditions):
-                mine = []
-                unplaced = False
-                for node in atom.walk():
-                    if isinstance(node, exp.Column) and node.table:
-                        key = (node.table, node.name)
-                    elif isinstance(node, exp.TableColumn):
-                        key = (node.name, "*")
-                    else:
-                        unplaced = unplaced or isinstance(node, exp.Column)
-                        continue
-                    if self._find_source(key[0], self._scope_of(node))[1] is scope:
-                        mine.append(key)
-                if not mine and not unplaced:
+        conditions = _conditions(scope.expression)
+        atoms = [(atom, scope) for atom in _atoms(conditions)]
+        for condition in conditions:
+            for select in condition.find_all(exp.Select):
+                nested = self.scope_by_expression.get(id(select))
+                if nested is None:
+                    raise _Unresolved("subquery without scope")
+                atoms.extend((atom, nested) for atom in _atoms(_conditions(select)))
+        for atom, where in atoms:
+            mine = []
+            unplaced = False
+            for node in atom.walk():
+                if isinstance(node, exp.Column) and node.table:
+                    key = (node.table, node.name)
+                elif isinstance(node, exp.TableColumn):
+                    key = (node.name, "*")
+                else:
+                    unplaced = unplaced or isinstance(node, exp.Column)
                     continue
-                self.plain_scopes.add(id(scope))
-                try:
-                    found = self._pii_only(self._trace(atom, scope, True))
-                finally:
-                    self.plain_scopes.discard(id(scope))
-                if found[0] or found[1]:
-                    if unplaced:
-                        raise _Unresolved("unqualified column compared with personal data")
-                    for key in mine:
-                        result[key] = _merge([result.get(key, _NOTHING), found])
+                if self._find_source(key[0], self._scope_of(node))[1] is scope:
+                    mine.append(key)
+            if not mine and not (unplaced and where is scope):
+                continue
+            found = self._atom_values(atom, where, scope)
+            if found[0] or found[1]:
+                if unplaced:
+                    raise _Unresolved("unqualified column compared with personal data")
+                for key in mine:
+                    result[key] = _merge([result.get(key, _NOTHING), found])
         self.compared[id(scope)] = result
         return result
+
+    def _atom_values(self, atom: exp.Expr, where: Scope, owner: Scope) -> _Found:
+        """Personal data among the VALUES one predicate compares: queries
+        nested in it count by their outputs only (their own filters are atoms
+        of their own), and `owner`'s columns by their value only. Results
+        memoised meanwhile are dropped: they were computed with these
+        narrower rules."""
+        memo_before = set(self.memo)
+        shallow_before = self.shallow
+        self.shallow = shallow_before | {id(query) for query in atom.find_all(exp.Query)}
+        self.plain_scopes.add(id(owner))
+        try:
+            return self._pii_only(self._trace(atom, where, False))
+        finally:
+            self.plain_scopes.discard(id(owner))
+            self.shallow = shallow_before
+            for key in set(self.memo) - memo_before:
+                del self.memo[key]
 
     def _compared_column(self, alias: str, name: str, owner: Scope) -> _Found:
         compared = self._compared(owner)
