@@ -1459,8 +1459,17 @@ class _Classifier:
         return frozenset(), frozenset({(kind, f"reads {name}, which is not in the analysed schema")}), frozenset()
 
     def _find_source(self, alias: str, scope: Scope) -> tuple[exp.Table | Scope, Scope]:
-        """The source an alias names, looking outwards for correlated references."""
+        """The source an alias names and the scope whose FROM it is in,
+        looking outwards for correlated references. A CTE is a source of
+        every scope below its WITH, but ``n.g`` in a subquery that does not
+        read ``n`` itself is the OUTER query's row: the FROM decides."""
         current: Scope | None = scope
+        while current is not None:
+            if alias in current.selected_sources:
+                source = current.sources.get(alias)
+                return (source if source is not None else current.selected_sources[alias][1]), current
+            current = current.parent
+        current = scope
         while current is not None:
             source = current.sources.get(alias)
             if source is not None:
