@@ -181,6 +181,20 @@ CASES: list[Case] = [
         1,
         {0: "email"},
     ),
+    # a LIMIT computed from personal data ends a number sequence at the value
+    Case(
+        "WITH RECURSIVE n(g) AS (SELECT 1 UNION ALL SELECT g + 1 FROM n WHERE g < 40) "
+        "SELECT g FROM n LIMIT (SELECT length(email) FROM customers WHERE id = 1)",
+        1,
+        {0: "email"},
+        (PG, LITE),
+    ),
+    Case(
+        "SELECT l.x FROM customers c, LATERAL (SELECT g AS x FROM generate_series(1, 100) g LIMIT length(c.name)) l",
+        1,
+        {0: "name"},
+        (PG,),
+    ),
     # ... and a count over rows multiplied by personal data is the value
     Case("SELECT count(*) FROM customers c, generate_series(1, ascii(substr(c.name, 1, 1))) g", 1, {0: "name"}, (PG,)),
     Case(

@@ -509,8 +509,14 @@ def _is_count_query(query: exp.Expr) -> bool:
 
 
 def _unwrap(node: exp.Expr) -> exp.Expr:
-    """(SELECT ...) -> SELECT ...: a parenthesised root has the same outputs."""
-    while isinstance(node, exp.Subquery) and not node.alias and isinstance(node.this, exp.Query):
+    """(SELECT ...) -> SELECT ...: a parenthesised root has the same outputs.
+    Not when the parentheses carry their own LIMIT / ORDER BY / ...: those
+    would be lost (``(... UNION ...) LIMIT (SELECT length(name) ...)``)."""
+    while (
+        isinstance(node, exp.Subquery)
+        and isinstance(node.this, exp.Query)
+        and not any(value for key, value in node.args.items() if key != "this")
+    ):
         node = node.this
     return node
 
@@ -1172,13 +1178,30 @@ class _Classifier:
             branches = scope.set_operation_scopes
             if len(branches) != 2:
                 raise _Unresolved("set operation without branches")
-            return _merge(self._scope_output(branch, index, full) for branch in branches)
+            results = [self._scope_output(branch, index, full) for branch in branches]
+            return _merge([*results, self._limit_taint(scope)])
         if isinstance(expression, exp.Select):
             selects = expression.selects
             if index >= len(selects):
                 raise _Unresolved("output index out of range")
-            return self._trace(selects[index], scope, full)
+            return _merge([self._trace(selects[index], scope, full), self._limit_taint(scope)])
         raise _Unresolved(f"unsupported query shape: {type(expression).__name__}")
+
+    def _limit_taint(self, scope: Scope) -> _Found:
+        """A LIMIT / OFFSET computed from personal data decides which values
+        come out, not just which rows: ``generate_series(1, 100) LIMIT
+        (SELECT length(name) ...)`` ends at the length. It taints every
+        output of its query."""
+        expression = scope.expression
+        if not (expression.args.get("limit") or expression.args.get("offset")):
+            return _NOTHING
+
+        def compute() -> _Found:
+            limits = [expression.args.get("limit"), expression.args.get("offset")]
+            results = [self._atom_values(node, scope, scope) for node in limits if isinstance(node, exp.Expr)]
+            return _merge(results)
+
+        return self._memoized(("limit", id(scope)), compute)
 
     def _scope_width(self, scope: Scope) -> int:
         if scope.outer_columns:
