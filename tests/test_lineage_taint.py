@@ -30,6 +30,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from governance.pii import lineage as sql_lineage
 from governance.pii.lineage import OutputColumn, classify_outputs
@@ -595,3 +597,63 @@ def test_the_differential_oracle_sees_dependence(request, dialect: str) -> None:
     original = _columns(_run(db, sql)[1], 4)
     changed = _columns(_run_mutated(db, sql), 4)
     assert [original[i] != changed[i] for i in range(4)] == [True, True, False, False]
+
+
+# --- generated expressions ---------------------------------------------------------------
+
+_PII_LEAVES = ["c.name", "c.phone", "c.email"]
+_PLAIN_LEAVES = ["c.id", "c.city", "o.amount", "o.note", "'x'", "1"]
+_UNARY = [
+    "upper({})",
+    "length({})",
+    "substr({}, 1, 2)",
+    "coalesce({}, 'a')",
+    "{} || 'a'",
+    "CAST({} AS TEXT)",
+    "CASE WHEN {} IS NULL THEN 1 ELSE 0 END",
+    "({} > 'M')",
+    "(SELECT {})",
+    "max({}) OVER (ORDER BY c.id)",
+]
+_BINARY = ["{} || {}", "coalesce({}, {})", "CASE WHEN {} = {} THEN 1 ELSE 2 END"]
+_REWRITE = ["reverse({})", "translate({}, '01', 'ab')", "encode(convert_to({}, 'UTF8'), 'hex')"]
+
+
+def _leaf(text: str) -> tuple:
+    pii = text in _PII_LEAVES
+    return text, pii, False, not text.startswith(("'", "1"))  # sql, reads PII, rewrites a column, has a column
+
+
+_expressions = st.recursive(
+    st.sampled_from(_PII_LEAVES + _PLAIN_LEAVES).map(_leaf),
+    lambda inner: st.one_of(
+        st.tuples(st.sampled_from(_UNARY), inner).map(lambda t: (t[0].format(t[1][0]), *t[1][1:])),
+        st.tuples(st.sampled_from(_BINARY), inner, inner).map(
+            lambda t: (t[0].format(t[1][0], t[2][0]), t[1][1] or t[2][1], t[1][2] or t[2][2], t[1][3] or t[2][3])
+        ),
+        st.tuples(st.sampled_from(_REWRITE), inner).map(
+            lambda t: (t[0].format(t[1][0]), t[1][1], t[1][2] or t[1][3], t[1][3])
+        ),
+        # a count hides whatever it counts
+        inner.map(lambda t: (f"count({t[0]})", False, False, False)),
+    ),
+    max_leaves=6,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_expressions, st.booleans())
+def test_generated_expressions_are_masked_exactly_when_they_read_personal_data(expression, shortcut) -> None:
+    sql_text, reads_pii, rewrites, _ = expression
+    sql = f"SELECT {sql_text} AS v, c.city FROM customers c JOIN orders o ON o.customer_id = c.id"
+    if shortcut:
+        outputs = classify_outputs(sql, PG, CUSTOMER_SCHEMA, n_columns=2)
+    else:
+        original = sql_lineage._may_reach_pii
+        sql_lineage._may_reach_pii = lambda root, names: True
+        try:
+            outputs = classify_outputs(sql, PG, CUSTOMER_SCHEMA, n_columns=2)
+        finally:
+            sql_lineage._may_reach_pii = original
+    assert bool(outputs[0].pii_kind) == (reads_pii or rewrites), (sql, outputs[0])
+    assert outputs[1].pii_kind is None, (sql, outputs[1])
