@@ -798,6 +798,7 @@ class _Classifier:
         self.plain_scopes: set[int] = set()
         self.shallow: frozenset[int] | set[int] = frozenset()  # nested queries read by their outputs only
         self.pii_names: set[str] = set()  # lowercased PII column names of the referenced tables
+        self._names_cache: tuple[exp.Expr, list[str | None]] | None = None
 
     # ---- kinds of non-column taints ----------------------------------------
 
@@ -972,7 +973,17 @@ class _Classifier:
         return self.n_columns is None or len(self._original_names(root)) == self.n_columns
 
     def _original_names(self, root: exp.Expr) -> list[str | None]:
-        """Display names of the outputs as written; None for a `*` entry."""
+        """Display names of the outputs as written; None for a `*` entry.
+        Asked twice per query before the tree changes; rendering a name can
+        cost a SQL generation, so the last answer is kept."""
+        cached = self._names_cache
+        if cached is not None and cached[0] is root:
+            return list(cached[1])
+        names = self._compute_original_names(root)
+        self._names_cache = (root, names)
+        return list(names)
+
+    def _compute_original_names(self, root: exp.Expr) -> list[str | None]:
         select = _leftmost_select(root)
         if isinstance(select, exp.Values):
             return [f"column{i + 1}" for i in range(_values_width(select))]
@@ -1342,6 +1353,10 @@ class _Classifier:
                     mine.append(key)
             if not mine and not (unplaced and where is scope):
                 continue
+            if not unplaced and (all(self._is_pii_column(key, scope) for key in mine) or not self._may_carry(atom)):
+                # Cheap skips (most filters): the compared columns are personal
+                # data already, or nothing in the predicate can be.
+                continue
             found = self._atom_values(atom, where, scope)
             if found[0] or found[1]:
                 if unplaced:
@@ -1350,6 +1365,31 @@ class _Classifier:
                     result[key] = _merge([result.get(key, _NOTHING), found])
         self.compared[id(scope)] = result
         return result
+
+    def _is_pii_column(self, key: tuple[str, str], scope: Scope) -> bool:
+        source = scope.sources.get(key[0])
+        if not isinstance(source, exp.Table) or key[1] == "*":
+            return False
+        table = self.synthetic.get(source.name)
+        return table is not None and bool(self.index.columns(table).get(key[1]))
+
+    def _may_carry(self, atom: exp.Expr) -> bool:
+        """Could this predicate hold a personal-data value at all? Only
+        through a PII-named column, a column of anything but a plain schema
+        table, a whole row, a nested query or a tainting node."""
+        for node in atom.walk():
+            node_type = type(node)
+            if node_type is exp.Column:
+                if node.name in self.pii_names:
+                    return True
+                source = self._find_source(node.table, self._scope_of(node))[0] if node.table else None
+                if not isinstance(source, exp.Table) or source.name not in self.synthetic:
+                    return True
+            elif node_type is exp.TableColumn or isinstance(node, exp.Query):
+                return True
+            elif self.node_taint(node) or _function_role(node) == "transform":
+                return True
+        return False
 
     def _atom_values(self, atom: exp.Expr, where: Scope, owner: Scope) -> _Found:
         """Personal data among the VALUES one predicate compares: queries
