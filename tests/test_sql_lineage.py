@@ -23,6 +23,9 @@ PG, MY, LITE = "postgres", "mysql", "sqlite"
 # Kind used when every output is masked in doubt over customers: the most
 # severe of its kinds (phone > email > name).
 CUSTOMERS_DOUBT = "phone"
+# Kind used for a relation outside the schema: the most severe kind of the
+# whole connection (employees.rrn), since it may hold anything.
+CONNECTION_DOUBT = "rrn"
 
 # (dialect, sql, n_columns the database returned, {masked index: kind})
 CASES: list[tuple[str, str, int, dict[int, str]]] = [
@@ -112,29 +115,37 @@ CASES: list[tuple[str, str, int, dict[int, str]]] = [
         1,
         {0: "rrn"},
     ),
-    # window functions: ranks are positions, the window spec chooses rows
+    # window functions: a rank over ORDER BY name orders names, PARTITION BY
+    # phone groups by it - the window spec taints like the argument
     (
         PG,
         "SELECT id, ROW_NUMBER() OVER (PARTITION BY phone ORDER BY name), RANK() OVER (ORDER BY email), "
         "SUM(id) OVER (PARTITION BY phone), FIRST_VALUE(name) OVER (ORDER BY id) FROM customers",
         5,
-        {4: "name"},
+        {1: "phone", 2: "email", 3: "phone", 4: "name"},
     ),
     # literal columns
     (PG, "SELECT 1 AS one, 'fixed' AS label, NULL, name FROM customers", 4, {3: "name"}),
     # GROUP BY city with a count
     (PG, "SELECT city, COUNT(*) AS n FROM customers GROUP BY city ORDER BY n DESC", 2, {}),
-    # length() is value-free
-    (PG, "SELECT length(phone), char_length(name), octet_length(email) FROM customers", 3, {}),
+    # length() says something about the characters (length(name) per row, with
+    # other functions, spells it out): tainted like any function
+    (
+        PG,
+        "SELECT length(phone), char_length(name), octet_length(email) FROM customers",
+        3,
+        {0: "phone", 1: "name", 2: "email"},
+    ),
     # a predicate over PII in the select list is derived from it
     (PG, "SELECT phone IS NULL AS no_phone FROM customers", 1, {0: "phone"}),
-    # EXISTS and COUNT(...) FILTER are counts/truths, like WHERE
+    # EXISTS in an output is a per-row oracle: tainted by everything in it;
+    # COUNT(...) FILTER is a count, the one exemption
     (
         PG,
         "SELECT id, EXISTS (SELECT * FROM employees e WHERE e.name = c.name), "
         "COUNT(*) FILTER (WHERE c.phone IS NULL) OVER () FROM customers c",
         3,
-        {},
+        {1: "rrn"},
     ),
     # PII only in WHERE / subquery filters
     (
@@ -173,25 +184,27 @@ CASES: list[tuple[str, str, int, dict[int, str]]] = [
     (PG, "SELECT * FROM consultations", 5, {}),
     (PG, "VALUES (1, 'a')", 2, {}),
     # --- fallbacks ---
-    # unknown table: names map, so only the PII-named output is masked
+    # unknown table (catalog, statistics view, unclassified table): its
+    # columns may hold anything, masked when the connection has personal data
     (
         PG,
         "SELECT c.name, u.score, c.city FROM customers c JOIN loyalty u ON u.customer_id = c.id",
         3,
-        {0: "name"},
+        {0: "name", 1: CONNECTION_DOUBT},
     ),
     # unknown table behind `*`: names cannot be mapped -> everything masked
     (
         PG,
         "SELECT * FROM customers c JOIN loyalty u ON u.customer_id = c.id",
         9,
-        dict.fromkeys(range(9), CUSTOMERS_DOUBT),
+        dict.fromkeys(range(9), CONNECTION_DOUBT),
     ),
-    # unknown table alone: nothing referenced has PII -> nothing masked
-    (PG, "SELECT * FROM loyalty", 3, {}),
-    # parse failure: tables found by word, everything masked
+    # unknown table alone: may hold anything -> masked
+    (PG, "SELECT * FROM loyalty", 3, dict.fromkeys(range(3), CONNECTION_DOUBT)),
+    # parse failure: tables found by word, everything masked; with no table
+    # found, what it reads is unknown -> masked with the connection's kind
     (PG, "SELEC name, city FROM customers", 2, {0: CUSTOMERS_DOUBT, 1: CUSTOMERS_DOUBT}),
-    (PG, "SELEC memo FROM consultations", 1, {}),
+    (PG, "SELEC memo FROM consultations", 1, {0: CONNECTION_DOUBT}),
     # the database returned a different number of columns (stale schema)
     (PG, "SELECT * FROM customers", 7, dict.fromkeys(range(7), CUSTOMERS_DOUBT)),
     # a CTE named like the table it reads: never the "no personal data" path
@@ -255,11 +268,14 @@ def test_sources_and_reasons() -> None:
 
 
 def test_fallback_reasons_say_lineage_unresolved() -> None:
-    by_name = classify_outputs("SELECT c.name, u.score FROM customers c JOIN loyalty u ON 1 = 1", PG, SCHEMA, 2)
-    assert by_name[0].reason.startswith("lineage unresolved: table not in analysed schema: loyalty")
+    # `score` is unqualified next to an unknown table: the walk cannot place it
+    by_name = classify_outputs("SELECT c.name, score, c.id FROM customers c JOIN loyalty u ON 1 = 1", PG, SCHEMA, 3)
+    assert by_name[0].reason.startswith("lineage unresolved: column 'score' not resolved")
     assert "customers.name" in by_name[0].reason
     assert by_name[0].sources == (("customers", "name"),)
-    assert by_name[1].pii_kind is None and by_name[1].reason.startswith("lineage unresolved")
+    # it may come from the unknown table: masked in doubt
+    assert by_name[1].pii_kind == CONNECTION_DOUBT and by_name[1].reason.startswith("lineage unresolved")
+    assert by_name[2].pii_kind is None and by_name[2].reason.startswith("lineage unresolved")
     doubt = classify_outputs("SELECT * FROM customers", PG, SCHEMA, n_columns=7)
     assert all(o.reason == "lineage unresolved: 7 columns returned, 6 resolved; masked (doubt)" for o in doubt)
     parse = classify_outputs("SELEC name FROM customers", PG, SCHEMA, n_columns=1)
@@ -369,7 +385,8 @@ def test_fallback_matches_output_alias_and_whole_rows() -> None:
     outputs = classify_outputs(
         "SELECT u.x AS phone, u.y, c FROM customers c JOIN loyalty u ON u.id = c.id", PG, SCHEMA, n_columns=3
     )
-    assert _masked(outputs) == {0: "phone", 2: CUSTOMERS_DOUBT}
+    # u.x reads an unknown table (connection doubt, more severe than the alias's phone)
+    assert _masked(outputs) == {0: CONNECTION_DOUBT, 1: CONNECTION_DOUBT, 2: CUSTOMERS_DOUBT}
 
 
 def test_statement_shapes_without_lineage_mask_everything() -> None:

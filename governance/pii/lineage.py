@@ -1,48 +1,110 @@
-"""Column lineage for masking SQL results.
+"""Column lineage for masking SQL results: personal-data TAINT.
 
 The agent's read-only query has run; before its result reaches the model,
-every OUTPUT column whose value is derived from a personal-data (PII) column
-must be masked whole. :func:`classify_outputs` decides, for each output column,
-whether it is derived from a classified column and of which kind.
+every OUTPUT column whose value depends on personal data (PII) in any way is
+masked whole. :func:`classify_outputs` decides, for each output column,
+whether it is tainted and of which kind.
+
+The rule (taint). An output is masked when its expression READS a
+personal-data value in any way:
+
+* a classified column, through any function, operator, cast, comparison,
+  CASE (conditions included), aggregate, window function (its argument AND
+  its PARTITION BY / ORDER BY, named ``WINDOW`` clauses too: ``row_number()
+  OVER (ORDER BY name)`` ranks names), row / JSON / array constructor;
+  ``length(name)``, ``ascii(substr(name, 3, 1))``, ``name > 'M'``,
+  ``strpos(name, 'x')`` each return a property of the characters, and a few
+  queries of them spell the value out;
+* a whole row, in any notation: ``c``, ``row_to_json(c)``, ``c::text``,
+  ``ROW(c.*)``, ``json_agg(c)``, and PostgreSQL's attribute notation
+  ``c.text`` / ``c.row_to_json`` / ``customers.customers`` (``t.f`` is
+  ``f(t)`` when ``t`` has no column ``f``): a reference to a column a known
+  table does not have is read as a function of its whole row;
+* a nested query inside the output expression (scalar subquery, EXISTS,
+  IN, ARRAY(SELECT ...)): everything in it taints - its SELECT list AND the
+  clauses that choose its rows (WHERE, JOIN ... ON, GROUP BY, HAVING,
+  ORDER BY, LIMIT, and those of the CTEs / derived tables it reads), because
+  evaluated per row it is an oracle: ``(SELECT 1 FROM customers c2 WHERE
+  c2.id = c.id AND c2.name LIKE '김%')``;
+* a TAINTED LITERAL: the executor puts the originals back for tokens the
+  model writes in string literals (``'[이름-1]'`` runs as ``'김민준'``), so a
+  string literal containing one of the ``tainted_literals`` (or still
+  spelled like a token) is a personal-data source of that kind, through any
+  function, CTE, derived table, set operation or VALUES list. A function
+  that returns the statement text (``current_query()``) is tainted whenever
+  the query carries such a literal;
+* a column of a relation NOT in the schema (catalogs, statistics views,
+  unclassified tables), a table function not known to derive only from its
+  arguments, or a function that reads data by name or runs SQL text
+  (``query_to_xml``, ``dblink``), or session state (MySQL ``@v``,
+  ``current_setting()``, which the same statement can set from a column):
+  tainted with the connection's most severe kind when the connection has
+  any personal-data column (when in doubt, mask);
+* a character-rewriting or encoding function (``translate``, ``replace``,
+  ``reverse``, ``encode``, ``hex``, ...; :data:`_TRANSFORMING_FUNCTIONS`)
+  applied to ANY column, classified or not: the value detectors that run
+  over free text afterwards cannot recognise a rewritten phone number, so
+  the output is masked in doubt.
+
+The ONLY exemption is a count. ``COUNT(*)``, ``COUNT(x)``, ``COUNT(DISTINCT
+x)``, with or without ``FILTER (WHERE ...)``, and a scalar or IN subquery
+whose single output is such a count return a number of rows, not a value:
+what they count or filter does not taint. (A count over a filter is a yes/no
+oracle on the same footing as a top-level WHERE, which is accepted; a
+windowed count still taints through its PARTITION BY / ORDER BY.) Not
+exempt: a count of rows that personal data MULTIPLIES rather than filters -
+``count(*) FROM customers c, generate_series(1, ascii(c.name))``, or a join
+``ON g < ascii(c.name)`` against a number source - which is the value
+itself (:meth:`_Classifier._count_multiplied`).
+
+Row choice. The OUTERMOST query's WHERE / JOIN ON / GROUP BY / HAVING /
+ORDER BY / LIMIT, and the row filters of the CTEs and derived tables it
+reads, do not taint outputs: they choose rows, like counting. GROUP BY
+included: ``SELECT city FROM customers GROUP BY city, name`` returns cities;
+``SELECT max(id) FROM customers GROUP BY name`` returns one id per name,
+which is acceptable because ids are not personal data. Grouping or ordering
+by a personal-data column never puts its value in an output. Two exceptions,
+where a filter decides an output's VALUE rather than which rows exist:
+
+* a column compared with personal data in one predicate (an atom of WHERE /
+  ON / HAVING, split on AND / OR / NOT) carries it: ``SELECT g FROM
+  generate_series(1, 200000) g, customers c WHERE g = ascii(c.name)``
+  returns the code (:meth:`_Classifier._compared`); ``c2.name = c.name``
+  taints only the name columns, already personal data;
+* a column from the NULL-able side of an outer join is tainted by the join
+  condition and that side's filters: ``LEFT JOIN customers c2 ON c2.id =
+  c.id AND c2.name > 'M'`` makes ``c2.id`` NULL or not per row.
 
 How it works:
 
-1. Parse once with sqlglot and collect the tables the query may read (a
-   name shared with a CTE counts too). If none of them has a PII column,
-   nothing can be derived from one: every output is "not PII" without
-   further work (the common case stays cheap, well under a millisecond).
-   Likewise when the query never names a PII column, expands no star (other
-   than ``COUNT(*)``) and references no whole row (:func:`_may_reach_pii`):
-   ``SELECT city, count(*) FROM customers GROUP BY city`` needs no walk.
+1. Parse once with sqlglot and collect the relations the query reads. Fast
+   path, when it is provably safe: no referenced table has a PII column, or
+   the query never names one, expands no star outside ``COUNT(*)``,
+   references no whole row and no column a referenced table lacks
+   (:func:`_may_reach_pii`, :func:`_names_unknown_column`) - AND the query
+   has no tainted literal, no transforming or data-reading function, no
+   variable and no unknown relation (:meth:`_Classifier.special_kinds`). ``SELECT city,
+   count(*) FROM customers GROUP BY city`` needs no walk.
 2. Otherwise qualify the tree with sqlglot's optimizer (``*`` / ``t.*``
    expand, aliases resolve, every column gets its source alias) against a
-   small schema of just the referenced tables, build the scope tree, and walk
-   each output expression down to real table columns through CTEs, derived
-   tables, set operations, scalar subqueries, LATERAL and table functions.
-   (About 2 ms for a typical join, most of it sqlglot's parse and qualify.)
-3. Anything the walk does not positively understand (unknown table or column,
-   unexpanded ``*``, unqualified column, a column count different from what
-   the database returned, any exception) drops to a name-based FALLBACK that
-   masks more, never less (see :meth:`_Classifier._fallback`).
+   small schema of just the referenced tables, build the scope tree, and
+   walk each output expression through CTEs, derived tables, set operations,
+   nested queries, LATERAL and table functions, collecting real-table
+   sources and non-column taints (literals, unknown relations, rewrites).
+3. Anything the walk does not positively understand (unknown node shape,
+   unexpanded ``*``, unqualified column, ambiguous table, a bare word
+   spelled like a PII column, a column count
+   different from what the database returned, budget overrun, any
+   exception) drops to a name-based FALLBACK that masks more, never less
+   (see :meth:`_Classifier._fallback`).
 
-Which outputs carry a PII value. An output is PII when ANY column reaching its
-value is PII, whatever the functions in between (concat, substring, upper,
-coalesce, CASE - conditions included -, MAX/MIN, string_agg / group_concat /
-array_agg, arithmetic, casts, comparisons, ...): they return the value, a part
-of it or a property of it, and masking too much is the safe error. The only
-value-free positions, whose inputs do not count:
-
-* ``COUNT(...)`` (incl. ``COUNT(DISTINCT x)`` and a ``FILTER (WHERE ...)`` on
-  it): the value is a number of rows, like a WHERE clause filtering on PII.
-* ``length`` / ``char_length`` / ``character_length`` / ``octet_length`` /
-  ``bit_length``: a number that says nothing about the characters.
-* ``row_number()`` / ``rank()`` / ``dense_rank()``: a position.
-* ``EXISTS (...)``: a truth value about row existence, like a WHERE clause.
-* The window specification of ``f(...) OVER (PARTITION BY ... ORDER BY ...)``
-  (only ``f``'s arguments carry the value), like GROUP BY / ORDER BY.
-
-WHERE / JOIN ON / GROUP BY / HAVING / ORDER BY never carry a value into an
-output. ``WITHIN GROUP (ORDER BY x)`` does (percentile_disc returns an x).
+Known limits (accepted, stated so they are not mistaken for coverage):
+filters and counts remain yes/no oracles (``WHERE name LIKE '김%'`` with a
+count or a row count, asked many times, narrows a value down); and free-text
+(unclassified) columns are protected by the value detectors only, so a
+comparison or position over them (``strpos(memo, '010-1')``) or cutting
+them into short pieces (``substr(memo, g, 1)`` per row) is not masked - only
+the rewriting functions above are.
 
 Identifiers are compared case-insensitively, quoted or not: treating
 ``"Phone"`` as ``phone`` can only mask more.
@@ -55,10 +117,6 @@ that have the result's column names can also compare them with
 ``OutputColumn.name`` case-insensitively (reliable for plain and
 star-expanded columns).
 
-Tables missing from ``schema`` are unclassified: if the query reads no table
-with a PII column, nothing is masked (the value detectors still run on the
-result elsewhere).
-
 Only public sqlglot API is used; with sqlglotc installed the optimizer is
 mypyc-compiled, so private internals may differ from the pure-Python package.
 In sqlglot 30 a query's WITH / FROM args are keyed "with_" / "from_".
@@ -70,7 +128,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from sqlglot import exp
@@ -79,6 +137,7 @@ from sqlglot.optimizer.qualify import qualify
 from sqlglot.optimizer.scope import Scope, traverse_scope
 from sqlglot.schema import MappingSchema
 
+from governance.pii.masking import KIND_BY_LABEL, TOKEN_PATTERN
 from governance.sql.dialects import SUPPORTED_DIALECTS, dialect_of
 
 _DIALECTS: dict[str, Dialect] = {name: Dialect.get_or_raise(name) for name in SUPPORTED_DIALECTS}
@@ -90,8 +149,9 @@ _DIALECTS: dict[str, Dialect] = {name: Dialect.get_or_raise(name) for name in SU
 _SEVERITY = ("rrn", "frn", "passport", "driver_license", "card", "account", "phone", "email", "address", "name")
 _SEVERITY_RANK = {kind: rank for rank, kind in enumerate(_SEVERITY)}
 
-# Kind used when even the schema cannot be read (last resort): every output is
-# masked, and the least specific kind labels the tokens.
+# Kind used when an output is masked in doubt without a classified source to
+# name it (a rewritten free-text column, an unreadable schema): the least
+# specific kind labels the tokens.
 _DOUBT_KIND = "name"
 
 # Lineage walk budget (nodes visited + columns resolved). A normal query needs
@@ -104,7 +164,173 @@ _MAX_STEPS = 20_000
 # no CTE or alias can shadow a real table.
 _SYNTHETIC_PREFIX = "__pii_lineage_t"
 
+# Character-rewriting and encoding functions. Free-text (unclassified)
+# columns are protected only by the value detectors that run over the result;
+# these functions turn "010-1234-5678" into something no detector recognises
+# but the model can decode (translate digits to letters, reverse, hex,
+# base64, one character code at a time, split into characters, encrypt with
+# a key it chose). Applied to ANY column they mask the output in doubt.
+# One-way digests (md5, sha*) are not here: nothing comes back from them.
+# Names are matched against sqlglot's class key, its SQL names and the
+# spelling of unknown (Anonymous) functions, all lowercased.
+_TRANSFORMING_FUNCTIONS = frozenset(
+    {
+        # per-character rewriting
+        "translate",
+        "replace",
+        "regexp_replace",
+        "regexpreplace",
+        "reverse",
+        "overlay",
+        "insert",
+        "stuff",
+        "to_ascii",
+        "unistr",
+        "soundex",
+        "difference",
+        # character codes
+        "ascii",
+        "ord",
+        "unicode",
+        "chr",
+        "char",
+        "get_byte",
+        "get_bit",
+        # encodings
+        "encode",
+        "decode",
+        "hex",
+        "to_hex",
+        "unhex",
+        "lowerhex",
+        "bin",
+        "oct",
+        "conv",
+        "to_base64",
+        "tobase64",
+        "from_base64",
+        "frombase64",
+        "base64",
+        "base64encode",
+        "base64decodestring",
+        "base64decodebinary",
+        "convert",
+        "convert_to",
+        "convert_from",
+        "converttocharset",
+        "quote",
+        "quote_literal",
+        "quote_nullable",
+        "export_set",
+        "make_set",
+        # splitting into pieces (string_to_array(memo, NULL): one element per character)
+        "string_to_array",
+        "stringtoarray",
+        "string_to_table",
+        "regexp_split_to_array",
+        "regexp_split_to_table",
+        "regexpsplit",
+        "split",
+        # reversible with a key the model chooses
+        "aes_encrypt",
+        "aes_decrypt",
+        "des_encrypt",
+        "des_decrypt",
+        "encrypt",
+        "decrypt",
+        "pgp_sym_encrypt",
+        "pgp_sym_decrypt",
+        "compress",
+        "uncompress",
+    }
+)
+
+# Functions that read data by name or run SQL text given as a string: their
+# result is whatever that reads, which no lineage can follow. Tainted like an
+# unknown relation. (The guard refuses most of them; this is the second line.)
+_DATA_READING_FUNCTIONS = frozenset(
+    {
+        "query_to_xml",
+        "query_to_xml_and_xmlschema",
+        "query_to_xmlschema",
+        "cursor_to_xml",
+        "table_to_xml",
+        "table_to_xml_and_xmlschema",
+        "schema_to_xml",
+        "schema_to_xml_and_xmlschema",
+        "database_to_xml",
+        "database_to_xml_and_xmlschema",
+        "dblink",
+        "dblink_exec",
+        "dblink_get_result",
+        "xpath_table",
+        "crosstab",
+        "crosstab2",
+        "crosstab3",
+        "crosstab4",
+        "connectby",
+        "ts_stat",
+        "pg_read_file",
+        "pg_read_binary_file",
+        "lo_get",
+        "loread",
+        "load_file",
+        "pg_stat_get_activity",
+        "pg_stat_statements",
+        "readfile",
+        # session state the same statement can set from a column (set_config(..., name, ...))
+        "current_setting",
+    }
+)
+
+# Functions returning the statement's own text: with a re-identified literal
+# in the statement, that text holds the original.
+_STATEMENT_TEXT_FUNCTIONS = frozenset({"current_query"})
+
+# Table functions whose rows derive only from their arguments (which the
+# walk follows). Any other function in FROM is treated like an unknown
+# relation: it may read anything.
+_PURE_TABLE_FUNCTIONS = frozenset(
+    {
+        "generate_series",
+        "generateseries",
+        "explodinggenerateseries",
+        "exploding_generate_series",
+        "generate_subscripts",
+        "unnest",
+        "json_each",
+        "json_each_text",
+        "jsonb_each",
+        "jsonb_each_text",
+        "json_tree",
+        "json_array_elements",
+        "json_array_elements_text",
+        "jsonb_array_elements",
+        "jsonb_array_elements_text",
+        "json_object_keys",
+        "jsonb_object_keys",
+        "json_to_record",
+        "json_to_recordset",
+        "jsonb_to_record",
+        "jsonb_to_recordset",
+        "json_populate_record",
+        "json_populate_recordset",
+        "jsonb_populate_record",
+        "jsonb_populate_recordset",
+        "jsonb_path_query",
+        "jsontable",
+        "json_table",
+        "regexp_split_to_table",
+        "regexp_matches",
+        "string_to_table",
+    }
+)
+
 Source = tuple[str, str]  # (schema key, lowercased column)
+Taint = tuple[str, str]  # (kind, why): a personal-data source that is not a schema column
+# What a walk found: real-table sources, other taints, labels of exemptions used ("count").
+_Found = tuple[frozenset[Source], frozenset[Taint], frozenset[str]]
+_NOTHING: _Found = (frozenset(), frozenset(), frozenset())
 
 
 @dataclass(frozen=True)
@@ -112,7 +338,7 @@ class OutputColumn:
     index: int
     name: str  # output name as the DB will label it (alias or column name) - best effort
     pii_kind: str | None  # kind of the PII source (most severe if several); None if not derived from PII
-    sources: tuple[tuple[str, str], ...]  # value-carrying (table, column) sources, PII ones first
+    sources: tuple[tuple[str, str], ...]  # (table, column) sources read, PII ones first
     reason: str  # short: "derived from customers.phone", "count only", "lineage unresolved: ...; masked (doubt)"
 
 
@@ -126,7 +352,12 @@ class _Unresolved(Exception):
 
 
 def classify_outputs(
-    sql: str, dialect: str, schema: dict[str, dict[str, str | None]], n_columns: int | None = None
+    sql: str,
+    dialect: str,
+    schema: dict[str, dict[str, str | None]],
+    n_columns: int | None = None,
+    *,
+    tainted_literals: Mapping[str, str] | None = None,
 ) -> list[OutputColumn]:
     """One :class:`OutputColumn` per output column of ``sql``.
 
@@ -135,11 +366,14 @@ def classify_outputs(
     the connection. ``n_columns``: how many columns the database returned
     (``len(cursor.description)``); always pass it - it is the list length and
     the check that the lineage matches what actually ran.
+    ``tainted_literals``: original value -> its PII kind, for every original
+    the executor substituted for a token in the statement's string literals;
+    a literal containing one is a personal-data source of that kind.
 
     Never raises: any failure masks more (fail closed).
     """
     try:
-        return _Classifier(sql, dialect, schema, n_columns).run()
+        return _Classifier(sql, dialect, schema, n_columns, tainted_literals).run()
     except Exception as error:  # fail closed on anything unexpected
         return _last_resort(schema, n_columns, f"internal error: {type(error).__name__}")
 
@@ -180,41 +414,109 @@ def _most_severe(kinds: Iterable[str]) -> str | None:
     return min(kinds, key=_severity, default=None)
 
 
-# Functions whose result carries no value of their input. See the module
-# docstring; keep this list short - every entry is a place PII is let through.
-_LENGTH_FUNCTIONS = frozenset({"length", "len", "char_length", "character_length", "octet_length", "bit_length"})
+def _merge(results: Iterable[_Found]) -> _Found:
+    sources: set[Source] = set()
+    taints: set[Taint] = set()
+    labels: set[str] = set()
+    for found_sources, found_taints, found_labels in results:
+        sources |= found_sources
+        taints |= found_taints
+        labels |= found_labels
+    return frozenset(sources), frozenset(taints), frozenset(labels)
 
 
 @functools.cache
-def _label_for_type(node_type: type[exp.Expr]) -> str | None:
-    # Cached per type: the issubclass checks run once per type per process.
-    if issubclass(node_type, exp.Count):
-        return "count"
-    if issubclass(node_type, (exp.Length, exp.BitLength)):
-        return "length"
-    if issubclass(node_type, (exp.RowNumber, exp.Rank, exp.DenseRank)):
-        return "rank"
-    if issubclass(node_type, exp.Exists):
-        return "exists"
-    return None
+def _names_for_type(node_type: type[exp.Expr]) -> frozenset[str]:
+    # Cached per type: sql_names() and the key are computed once per process.
+    names = {node_type.key.lower()}
+    try:
+        names.update(name.lower() for name in node_type.sql_names())  # type: ignore[attr-defined]
+    except Exception:
+        pass
+    return frozenset(names)
 
 
-def _value_free_label(node: exp.Expr) -> str | None:
-    label = _label_for_type(type(node))
-    if label:
-        return label
+def _function_names(node: exp.Expr) -> frozenset[str]:
+    """Lowercased names a function node may be known by ("" set for non-functions)."""
     node_type = type(node)
-    if node_type is exp.Anonymous:  # octet_length(...) has no typed node
-        return "length" if node.name.lower() in _LENGTH_FUNCTIONS else None
-    if node_type is exp.Filter:  # COUNT(*) FILTER (WHERE ...): still a count
-        inner = node.this
-        return _value_free_label(inner) if isinstance(inner, exp.Expr) else None
+    if node_type is exp.Anonymous:
+        return frozenset({node.name.lower()})
+    if issubclass(node_type, exp.Func):
+        return _names_for_type(node_type)
+    return frozenset()
+
+
+def _role_of(names: frozenset[str]) -> str | None:
+    if names & _DATA_READING_FUNCTIONS:
+        return "data"
+    if names & _STATEMENT_TEXT_FUNCTIONS:
+        return "statement"
+    if names & _TRANSFORMING_FUNCTIONS:
+        return "transform"
     return None
+
+
+@functools.cache
+def _type_role(node_type: type[exp.Expr]) -> str | None:
+    if node_type is exp.Anonymous or not issubclass(node_type, exp.Func):
+        return None
+    return _role_of(_names_for_type(node_type))
+
+
+@functools.cache
+def _anonymous_role(name: str) -> str | None:
+    return _role_of(frozenset({name.lower()}))
+
+
+def _function_role(node: exp.Expr) -> str | None:
+    """ "data", "statement", "transform" (see the lists above) or None; cached
+    per node type / function name because it runs on every node."""
+    node_type = type(node)
+    if node_type is exp.Anonymous:
+        return _anonymous_role(node.name)
+    return _type_role(node_type)
+
+
+def _function_label(node: exp.Expr, names: frozenset[str]) -> str:
+    """A function's name for a reason: the listed spelling it matched."""
+    matched = _function_names(node) & names
+    return min(matched) if matched else type(node).__name__.lower()
+
+
+@functools.cache
+def _is_count_type(node_type: type[exp.Expr]) -> bool:
+    return issubclass(node_type, exp.Count)
+
+
+def _is_count(node: exp.Expr) -> bool:
+    """COUNT(...), also under FILTER (WHERE ...): a number of rows."""
+    if _is_count_type(type(node)):
+        return True
+    return type(node) is exp.Filter and isinstance(node.this, exp.Expr) and _is_count_type(type(node.this))
+
+
+def _is_count_query(query: exp.Expr) -> bool:
+    """A SELECT whose single output is a count (``SELECT count(*) FROM ...``)."""
+    if not isinstance(query, exp.Select):
+        return False
+    selects = query.selects
+    if len(selects) != 1:
+        return False
+    only = selects[0]
+    if isinstance(only, exp.Alias):
+        only = only.this
+    return isinstance(only, exp.Expr) and _is_count(only)
 
 
 def _unwrap(node: exp.Expr) -> exp.Expr:
-    """(SELECT ...) -> SELECT ...: a parenthesised root has the same outputs."""
-    while isinstance(node, exp.Subquery) and not node.alias and isinstance(node.this, exp.Query):
+    """(SELECT ...) -> SELECT ...: a parenthesised root has the same outputs.
+    Not when the parentheses carry their own LIMIT / ORDER BY / ...: those
+    would be lost (``(... UNION ...) LIMIT (SELECT length(name) ...)``)."""
+    while (
+        isinstance(node, exp.Subquery)
+        and isinstance(node.this, exp.Query)
+        and not any(value for key, value in node.args.items() if key != "this")
+    ):
         node = node.this
     return node
 
@@ -229,6 +531,16 @@ def _leftmost_select(node: exp.Expr) -> exp.Expr:
 
 def _is_star(node: exp.Expr) -> bool:
     return isinstance(node, exp.Star) or (isinstance(node, exp.Column) and isinstance(node.this, exp.Star))
+
+
+def _string_value(node: exp.Expr) -> str | None:
+    """The text of a string literal node ('..', N'..', E'..', $$..$$), else None."""
+    node_type = type(node)
+    if node_type is exp.Literal:
+        return node.this if node.is_string and isinstance(node.this, str) else None
+    if node_type in (exp.National, exp.RawString, exp.UnicodeString):
+        return node.this if isinstance(node.this, str) else None
+    return None
 
 
 def _display_identifier(identifier: exp.Expr | None, dialect: str) -> str:
@@ -269,6 +581,41 @@ def _values_width(values: exp.Values) -> int:
 
 def _source_text(source: Source) -> str:
     return f"{source[0]}.{source[1]}"
+
+
+_CONNECTIVES = (exp.And, exp.Or, exp.Xor, exp.Not, exp.Paren, exp.Where, exp.Having, exp.Qualify)
+
+
+def _atoms(condition: object) -> list[exp.Expr]:
+    """The smallest predicates of a condition: split on AND / OR / NOT and
+    parentheses. ``c.name = 'x' OR c.id = 1`` has two atoms, ``g =
+    ascii(c.name)`` one."""
+    atoms: list[exp.Expr] = []
+    stack = _child_expressions(condition)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, _CONNECTIVES):
+            stack.extend(node.iter_expressions())
+        else:
+            atoms.append(node)
+    return atoms
+
+
+def _conditions(query: exp.Expr) -> list[exp.Expr]:
+    """The row filters of a SELECT: WHERE, HAVING, QUALIFY, every JOIN ... ON."""
+    if not isinstance(query, exp.Select):
+        return []
+    conditions = [query.args.get(key) for key in ("where", "having", "qualify")]
+    conditions.extend(join.args.get("on") for join in query.args.get("joins") or [])
+    return [condition for condition in conditions if isinstance(condition, exp.Expr)]
+
+
+def _child_expressions(value: object) -> list[exp.Expr]:
+    if isinstance(value, exp.Expr):
+        return [value]
+    if isinstance(value, list):
+        return [item for item in value if isinstance(item, exp.Expr)]
+    return []
 
 
 # --------------------------------------------------------------------------
@@ -392,6 +739,17 @@ def _may_reach_pii(root: exp.Expr, pii_names: set[str]) -> bool:
 _WORD = re.compile(r"[^\W\d][\w$]*")
 
 
+def _names_unknown_column(root: exp.Expr, known_columns: set[str]) -> bool:
+    """Does the query reference a column no referenced table has? In
+    PostgreSQL ``c.text`` / ``c.row_to_json`` / ``customers.customers`` is a
+    function of the whole row of ``c`` (attribute notation); an alias or a
+    typo would be one too, and only the walk can tell them apart."""
+    for node in root.find_all(exp.Column):
+        if not isinstance(node.this, exp.Star) and node.name.lower() not in known_columns:
+            return True
+    return False
+
+
 # --------------------------------------------------------------------------
 # The classifier
 # --------------------------------------------------------------------------
@@ -405,19 +763,111 @@ def _dialect_or_same(name: str) -> str:
 
 
 class _Classifier:
-    def __init__(self, sql: str, dialect: str, schema: Mapping, n_columns: int | None) -> None:
+    def __init__(
+        self,
+        sql: str,
+        dialect: str,
+        schema: Mapping,
+        n_columns: int | None,
+        tainted_literals: Mapping[str, str] | None = None,
+    ) -> None:
         self.sql = sql
         self.dialect = _dialect_or_same(dialect)
         self.index = _SchemaIndex(schema)
         self.n_columns = n_columns if isinstance(n_columns, int) and n_columns >= 0 else None
+        # Originals substituted for tokens -> kind. Empty strings would match every literal.
+        self.literal_kinds: dict[str, str] = {}
+        for original, kind in (tainted_literals or {}).items():
+            if isinstance(original, str) and original:
+                self.literal_kinds[original] = _kind(kind) or _DOUBT_KIND
+        self._connection_kind: str | None | bool = False  # False: not computed yet
+        # Relations read that are not in the schema / that mean several schema tables.
+        self.unknown_relations: set[str] = set()
+        self.ambiguous_relations: set[str] = set()
         # Lineage walk state.
         self.synthetic: dict[str, str] = {}  # synthetic table name -> schema key
         self.scope_by_expression: dict[int, Scope] = {}
         self.traversed: set[int] = set()
-        self.memo: dict[tuple[int, str], tuple[frozenset[Source], frozenset[str]]] = {}
-        self.path: set[tuple[int, str]] = set()
+        self.memo: dict[tuple, _Found] = {}
+        self.path: set[tuple] = set()
         self.cycle_cut = False
         self.steps = 0
+        self.compared: dict[int, dict[tuple[str, str], _Found]] = {}  # scope id -> see _compared
+        # Scopes whose row filters are being read as values (_compared): their
+        # own columns count as just their values there, not what filters them.
+        self.plain_scopes: set[int] = set()
+        self.shallow: frozenset[int] | set[int] = frozenset()  # nested queries read by their outputs only
+        self.pii_names: set[str] = set()  # lowercased PII column names of the referenced tables
+        self._names_cache: tuple[exp.Expr, list[str | None]] | None = None
+
+    # ---- kinds of non-column taints ----------------------------------------
+
+    def connection_kind(self) -> str | None:
+        """Most severe PII kind of the whole connection: what an unknown
+        relation may hold. None when the connection has no personal data."""
+        if self._connection_kind is False:
+            self._connection_kind = _most_severe(
+                kind for key in self.index.schema for kind in self.index.columns(key).values() if kind
+            )
+        return self._connection_kind  # type: ignore[return-value]
+
+    def literal_kind(self, value: str) -> str | None:
+        """Kind of a string literal holding a re-identified original (or a
+        token the executor will replace), else None."""
+        kinds = [kind for original, kind in self.literal_kinds.items() if original in value]
+        if "[" in value:
+            kinds.extend(KIND_BY_LABEL[m.group(1)] for m in TOKEN_PATTERN.finditer(value))
+        return _most_severe(kinds)
+
+    def statement_kind(self) -> str | None:
+        """Kind of the statement text itself: the most severe tainted
+        literal, if any exists (current_query() returns the whole text)."""
+        kinds = list(self.literal_kinds.values())
+        if isinstance(self.sql, str) and "[" in self.sql:
+            kinds.extend(KIND_BY_LABEL[m.group(1)] for m in TOKEN_PATTERN.finditer(self.sql))
+        return _most_severe(kinds)
+
+    def node_taint(self, node: exp.Expr) -> Taint | None:
+        """Taint of one node by itself (literal, data-reading or
+        statement-text function); transforming functions are decided by
+        the walk, which knows whether a column is below."""
+        text = _string_value(node)
+        if text is not None:
+            kind = self.literal_kind(text) if text else None
+            return (kind, "a literal holding a re-identified personal-data value") if kind else None
+        if type(node) in (exp.Parameter, exp.Placeholder):
+            # MySQL `@v` (set by `@v := name` elsewhere in the statement) or a
+            # bind placeholder: a value from outside the tree.
+            kind = self.connection_kind()
+            return (kind, "reads a variable lineage cannot follow") if kind else None
+        role = _function_role(node)
+        if role == "data":
+            kind = self.connection_kind()
+            label = _function_label(node, _DATA_READING_FUNCTIONS)
+            return (kind, f"{label}() reads data lineage cannot follow") if kind else None
+        if role == "statement":
+            kind = self.statement_kind()
+            return (kind, "returns the statement text, which holds a re-identified value") if kind else None
+        return None
+
+    def special_kinds(self, root: exp.Expr) -> set[str]:
+        """Kinds that may taint an output without any classified column being
+        named: tainted literals, data-reading or statement-text functions,
+        unknown relations or table functions (when the connection has
+        personal data), transforming functions (doubt). Empty means the
+        column-based fast paths are safe."""
+        kinds: set[str] = set()
+        for node in root.walk():
+            taint = self.node_taint(node)
+            if taint:
+                kinds.add(taint[0])
+            elif _function_role(node) == "transform":
+                kinds.add(_DOUBT_KIND)
+        if self.unknown_relations:
+            kind = self.connection_kind()
+            if kind:
+                kinds.add(kind)
+        return kinds
 
     # ---- top level ------------------------------------------------------
 
@@ -436,15 +886,20 @@ class _Classifier:
 
         referenced, tables = self._referenced_tables(root)
         pii = self.index.pii_columns(referenced)
-        if not pii:
-            # Nothing the query reads is classified as personal data, so no
-            # output can be derived from it: skip the (costly) lineage.
-            return self._without_pii(root, "no referenced table has personal data")
-        if self._outputs_match_result(root) and not _may_reach_pii(root, {column for _, column in pii}):
-            # The tables have personal data, but the query never names a PII
-            # column, expands a star or references a whole row: no output can
-            # carry such a value (the walk would only confirm it, at qualify's cost).
-            return self._without_pii(root, "no personal-data column is named in the query")
+        self.pii_names = {column for _, column in pii}
+        if not self.special_kinds(root):
+            # Fast paths, safe only without literals, rewrites or unknown
+            # relations (checked just above): then a personal-data value can
+            # reach an output only through a classified column's name, a star
+            # or a whole row.
+            if not pii:
+                return self._without_pii(root, "no referenced table has personal data")
+            if (
+                self._outputs_match_result(root)
+                and not _may_reach_pii(root, {column for _, column in pii})
+                and not _names_unknown_column(root, {c for key in referenced for c in self.index.columns(key)})
+            ):
+                return self._without_pii(root, "no personal-data column is named in the query")
 
         if _odd_column_names(root):
             return self._fallback("a column is named by a string or an expression", root, referenced)
@@ -474,7 +929,9 @@ class _Classifier:
 
     def _referenced_tables(self, root: exp.Expr) -> tuple[set[str], list[tuple[exp.Table, tuple[str, ...]]]]:
         """(schema keys of every table the query may read, the table nodes to
-        point at the schema with the keys each may mean).
+        point at the schema with the keys each may mean). Relations that are
+        not in the schema, and table functions not known to be pure, are
+        recorded in ``unknown_relations``.
 
         A bare name equal to a CTE name is left alone for qualify to resolve
         as the CTE; where it really is the table (inside the CTE's own body,
@@ -488,15 +945,24 @@ class _Classifier:
             if table.arg_key == "indexed":
                 continue  # SQLite `t INDEXED BY idx`: idx is an index
             if not isinstance(table.this, exp.Identifier):
-                continue  # table function: its arguments are walked as expressions
+                # Table function: its arguments are walked as expressions.
+                names = _function_names(table.this) if isinstance(table.this, exp.Expr) else frozenset()
+                if not names & _PURE_TABLE_FUNCTIONS:
+                    self.unknown_relations.add(table.this.sql(self.dialect)[:40] if table.this else "?")
+                continue
             parts = table.parts
             if not all(isinstance(part, exp.Identifier) for part in parts):
+                self.unknown_relations.add(table.sql(self.dialect)[:40])
                 continue
             lowered = [part.name.lower() for part in parts]
             keys = self.index.resolve(lowered)
             referenced.update(keys)
             if len(lowered) == 1 and lowered[0] in cte_names:
                 continue
+            if not keys:
+                self.unknown_relations.add(".".join(lowered))
+            elif len(keys) > 1:
+                self.ambiguous_relations.add(lowered[-1])
             tables.append((table, keys))
         return referenced, tables
 
@@ -507,7 +973,17 @@ class _Classifier:
         return self.n_columns is None or len(self._original_names(root)) == self.n_columns
 
     def _original_names(self, root: exp.Expr) -> list[str | None]:
-        """Display names of the outputs as written; None for a `*` entry."""
+        """Display names of the outputs as written; None for a `*` entry.
+        Asked twice per query before the tree changes; rendering a name can
+        cost a SQL generation, so the last answer is kept."""
+        cached = self._names_cache
+        if cached is not None and cached[0] is root:
+            return list(cached[1])
+        names = self._compute_original_names(root)
+        self._names_cache = (root, names)
+        return list(names)
+
+    def _compute_original_names(self, root: exp.Expr) -> list[str | None]:
         select = _leftmost_select(root)
         if isinstance(select, exp.Values):
             return [f"column{i + 1}" for i in range(_values_width(select))]
@@ -547,7 +1023,7 @@ class _Classifier:
         synthetic_by_key: dict[str, str] = {}
         for table, keys in tables:
             if len(keys) != 1:
-                continue  # unknown or ambiguous: reaching it in the walk is unresolved
+                continue  # unknown (tainted in the walk) or ambiguous (unresolved)
             key = keys[0]
             synthetic = synthetic_by_key.get(key)
             if synthetic is None:
@@ -588,20 +1064,32 @@ class _Classifier:
 
         qualified_names = [s.alias_or_name for s in _leftmost_select(root_scope.expression).selects]
         display = self._align_names(names, qualified_names)
-        outputs = []
-        for index in range(count):
-            sources, labels = self._scope_output(root_scope, index)
-            outputs.append(self._output(index, display[index], sources, labels))
-        return outputs
+        # The outermost query's own row choice (WHERE, GROUP BY, ...) is not
+        # traced: only each output's expression, with full=False.
+        return [
+            self._output(index, display[index], self._scope_output(root_scope, index, full=False))
+            for index in range(count)
+        ]
 
     def _values_root(self, root: exp.Values, names: list[str | None]) -> list[OutputColumn]:
-        # A bare VALUES list reads nothing unless it nests a query or a column.
+        # A bare VALUES list reads nothing unless it nests a query or a column;
+        # its literals may still hold re-identified values.
         if any(isinstance(node, (exp.Column, exp.Query)) for node in root.walk()):
             raise _Unresolved("VALUES with subqueries")
         count = _values_width(root)
         if self.n_columns is not None and self.n_columns != count:
             raise _Unresolved(f"{self.n_columns} columns returned, {count} resolved")
-        return [OutputColumn(i, f"column{i + 1}", None, (), "literal") for i in range(count)]
+        outputs = []
+        for index in range(count):
+            cells = [
+                row.expressions[index] if isinstance(row, exp.Tuple) else row
+                for row in root.expressions
+                if not isinstance(row, exp.Tuple) or index < len(row.expressions)
+            ]
+            found = _merge(self._trace(cell, None, False) for cell in cells)
+            output = self._output(index, f"column{index + 1}", found)
+            outputs.append(output if output.pii_kind else OutputColumn(index, output.name, None, (), "literal"))
+        return outputs
 
     @staticmethod
     def _align_names(original: list[str | None], qualified: list[str]) -> list[str]:
@@ -620,15 +1108,24 @@ class _Classifier:
                 ]
         return qualified
 
-    def _output(self, index: int, name: str, sources: frozenset[Source], labels: frozenset[str]) -> OutputColumn:
+    def _output(self, index: int, name: str, found: _Found) -> OutputColumn:
+        sources, taints, labels = found
         kinds = {source: self.index.columns(source[0]).get(source[1]) for source in sources}
         pii = sorted((s for s in sources if kinds[s]), key=lambda s: (_severity(kinds[s] or ""), s))
         others = sorted(s for s in sources if not kinds[s])
         ordered = tuple(pii + others)
+        taint_list = sorted(taints, key=lambda t: (_severity(t[0]), t[1]))
+        kind = _most_severe([*(kinds[s] or "" for s in pii), *(t[0] for t in taint_list)])
         if pii:
             shown = ", ".join(_source_text(s) for s in pii[:3])
             more = f" (+{len(pii) - 3} more)" if len(pii) > 3 else ""
-            return OutputColumn(index, name, kinds[pii[0]], ordered, f"derived from {shown}{more}")
+            reason = f"derived from {shown}{more}"
+            if taint_list:
+                reason += f"; {taint_list[0][1]}"
+            return OutputColumn(index, name, kind, ordered, reason)
+        if taint_list:
+            more = f" (+{len(taint_list) - 1} more)" if len(taint_list) > 1 else ""
+            return OutputColumn(index, name, kind, ordered, f"{taint_list[0][1]}; masked{more}")
         if others:
             reason = "not derived from personal data"
         elif labels:
@@ -641,6 +1138,29 @@ class _Classifier:
         self.steps += 1
         if self.steps > _MAX_STEPS:
             raise _Unresolved("lineage too complex")
+
+    def _memoized(self, key: tuple, compute: Callable[[], _Found]) -> _Found:
+        """Memoised, cycle-safe evaluation. A recursive CTE reaches itself:
+        the inner visit returns nothing (its contributions are collected
+        further up), and results below such a cut are partial, so they are
+        not memoised."""
+        cached = self.memo.get(key)
+        if cached is not None:
+            return cached
+        if key in self.path:
+            self.cycle_cut = True
+            return _NOTHING
+        outer_cut = self.cycle_cut
+        self.cycle_cut = False
+        self.path.add(key)
+        try:
+            result = compute()
+        finally:
+            self.path.discard(key)
+        if not self.cycle_cut:
+            self.memo[key] = result
+        self.cycle_cut = self.cycle_cut or outer_cut
+        return result
 
     def _output_count(self, scope: Scope) -> int:
         expression = scope.expression
@@ -659,88 +1179,360 @@ class _Classifier:
             return len(selects)
         raise _Unresolved(f"unsupported query shape: {type(expression).__name__}")
 
-    def _scope_output(self, scope: Scope, index: int) -> tuple[frozenset[Source], frozenset[str]]:
+    def _scope_output(self, scope: Scope, index: int, full: bool) -> _Found:
         """Lineage of output `index` of a query scope; a set operation's output
-        is derived from that output of every branch."""
+        is derived from that output of every branch. ``full``: inside a
+        nested query of an output expression, where the rows chosen by
+        derived tables and CTEs taint too."""
         expression = scope.expression
         if isinstance(expression, exp.SetOperation):
             branches = scope.set_operation_scopes
             if len(branches) != 2:
                 raise _Unresolved("set operation without branches")
-            sources: set[Source] = set()
-            labels: set[str] = set()
-            for branch in branches:
-                branch_sources, branch_labels = self._scope_output(branch, index)
-                sources |= branch_sources
-                labels |= branch_labels
-            return frozenset(sources), frozenset(labels)
+            results = [self._scope_output(branch, index, full) for branch in branches]
+            return _merge([*results, self._limit_taint(scope)])
         if isinstance(expression, exp.Select):
             selects = expression.selects
             if index >= len(selects):
                 raise _Unresolved("output index out of range")
-            return self._trace(selects[index], scope)
+            return _merge([self._trace(selects[index], scope, full), self._limit_taint(scope)])
         raise _Unresolved(f"unsupported query shape: {type(expression).__name__}")
+
+    def _limit_taint(self, scope: Scope) -> _Found:
+        """A LIMIT / OFFSET computed from personal data decides which values
+        come out, not just which rows: ``generate_series(1, 100) LIMIT
+        (SELECT length(name) ...)`` ends at the length. It taints every
+        output of its query."""
+        expression = scope.expression
+        if not (expression.args.get("limit") or expression.args.get("offset")):
+            return _NOTHING
+
+        def compute() -> _Found:
+            limits = [expression.args.get("limit"), expression.args.get("offset")]
+            results = [self._atom_values(node, scope, scope) for node in limits if isinstance(node, exp.Expr)]
+            return _merge(results)
+
+        return self._memoized(("limit", id(scope)), compute)
 
     def _scope_width(self, scope: Scope) -> int:
         if scope.outer_columns:
             return len(scope.outer_columns)
         return len(_leftmost_select(scope.expression).selects)
 
-    def _trace(self, node: exp.Expr, scope: Scope) -> tuple[frozenset[Source], frozenset[str]]:
-        """Value-carrying real-table columns of one expression evaluated in
-        `scope`, plus the labels of value-free functions skipped. Iterative:
-        long expressions must not hit Python's recursion limit."""
+    def _trace(self, node: exp.Expr, scope: Scope | None, full: bool) -> _Found:
+        """Everything one expression evaluated in `scope` reads (see the
+        module docstring). Iterative: long expressions must not hit Python's
+        recursion limit."""
         sources: set[Source] = set()
+        taints: set[Taint] = set()
         labels: set[str] = set()
         stack: list[exp.Expr] = [node]
         while stack:
             current = stack.pop()
             self._tick()
-            label = _value_free_label(current)
-            if label:
-                labels.add(label)
+            if _is_count(current):
+                # The one exemption: a number of rows (its FILTER included) -
+                # unless personal data multiplies the rows it counts.
+                labels.add("count")
+                if scope is not None:
+                    found = self._count_multiplied(scope)
+                    sources |= found[0]
+                    taints |= found[1]
                 continue
-            if isinstance(current, exp.Window):
-                # Only the function carries the value; PARTITION BY / ORDER BY
-                # choose rows, like GROUP BY.
-                if isinstance(current.this, exp.Expr):
-                    stack.append(current.this)
-                continue
-            if isinstance(current, exp.Column):
+            node_type = type(current)
+            if node_type is exp.Column:
                 if isinstance(current.this, exp.Star):
                     raise _Unresolved("* could not be expanded")
-                found, found_labels = self._column(current, scope)
-            elif isinstance(current, exp.TableColumn):  # PostgreSQL whole-row reference `SELECT c FROM t c`
-                found, found_labels = self._whole_row(current.name, scope)
-            elif isinstance(current, exp.Star):
+                if scope is None:
+                    raise _Unresolved(f"column {current.name!r} outside a query")
+                found = self._column(current, scope, full)
+            elif node_type is exp.TableColumn:  # PostgreSQL whole-row reference `SELECT c FROM t c`
+                if scope is None:
+                    raise _Unresolved("whole row outside a query")
+                found = self._whole_row(current.name, scope, full)
+            elif node_type is exp.Star:
                 raise _Unresolved("* could not be expanded")
-            elif isinstance(current, exp.Subquery):  # (SELECT ...): the scope is keyed by the inner query
+            elif node_type is exp.Var and current.name.lower() in self.pii_names:
+                # A bare word spelled like a PII column: sqlglot did not read it
+                # as a column, the server might.
+                raise _Unresolved(f"bare word {current.name!r}")
+            elif node_type is exp.Subquery:  # (SELECT ...): the scope is keyed by the inner query
                 stack.append(current.this)
                 continue
+            elif node_type is exp.Exists:
+                # A truth about rows chosen by personal data: everything in it taints.
+                found = self._nested_query(_unwrap(current.this), count_exempt=False)
             elif isinstance(current, exp.Query):  # scalar subquery, IN (...), ARRAY(SELECT ...)
-                found, found_labels = self._nested_query(current)
+                found = self._nested_query(current, count_exempt=True)
             else:
-                stack.extend(current.iter_expressions())
-                continue
-            sources |= found
-            labels |= found_labels
-        return frozenset(sources), frozenset(labels)
+                taint = self.node_taint(current)
+                if taint:
+                    taints.add(taint)
+                if _function_role(current) == "transform":
+                    found = _merge(self._trace(child, scope, full) for child in current.iter_expressions())
+                    if found[0]:
+                        rewrite = _function_label(current, _TRANSFORMING_FUNCTIONS)
+                        taints.add((_DOUBT_KIND, f"{rewrite}() rewrites a column's characters"))
+                else:
+                    if node_type is exp.Window and current.args.get("alias"):
+                        # OVER w / OVER (w ...): the named window's PARTITION / ORDER BY taints too.
+                        select = current.find_ancestor(exp.Select)
+                        if select is None:
+                            raise _Unresolved("named window outside a query")
+                        stack.extend(_child_expressions(select.args.get("windows")))
+                    stack.extend(current.iter_expressions())
+                    continue
+            sources |= found[0]
+            taints |= found[1]
+            labels |= found[2]
+        return frozenset(sources), frozenset(taints), frozenset(labels)
 
-    def _nested_query(self, query: exp.Query) -> tuple[frozenset[Source], frozenset[str]]:
+    def _nested_query(self, query: exp.Expr, count_exempt: bool) -> _Found:
+        """A query inside an output expression: a per-row oracle, so its
+        outputs AND its row choice taint - unless it only counts."""
         scope = self.scope_by_expression.get(id(query))
         if scope is None:
             raise _Unresolved("subquery without scope")
-        sources: set[Source] = set()
-        labels: set[str] = set()
-        for index in range(self._output_count(scope)):
-            found, found_labels = self._scope_output(scope, index)
-            sources |= found
-            labels |= found_labels
-        return frozenset(sources), frozenset(labels)
+        if count_exempt and _is_count_query(query):
+            found = self._count_multiplied(scope)
+            return found[0], found[1], frozenset({"count"})
+        if id(query) in self.shallow:
+            return _merge(self._scope_output(scope, i, False) for i in range(self._output_count(scope)))
+        return self._full(scope)
+
+    def _pii_only(self, found: _Found) -> _Found:
+        """The personal-data part of a result: PII sources and taints."""
+        sources = frozenset(s for s in found[0] if self.index.columns(s[0]).get(s[1]))
+        return sources, found[1], frozenset()
+
+    def _scope_of(self, node: exp.Expr) -> Scope:
+        """The scope a node is evaluated in: its nearest enclosing query's."""
+        current: exp.Expr | None = node
+        while current is not None:
+            scope = self.scope_by_expression.get(id(current))
+            if scope is not None:
+                return scope
+            current = current.parent
+        raise _Unresolved("node outside every scope")
+
+    def _compared(self, scope: Scope) -> dict[tuple[str, str], _Found]:
+        """Columns of this scope's sources that a row filter compares with
+        personal data, and with which. ``WHERE g = ascii(substr(c.name, 1,
+        1))`` over ``generate_series(1, 200000) g`` makes ``g`` the
+        character's code: a column in one predicate (an atom of WHERE /
+        JOIN ON / HAVING / QUALIFY, or of a query nested in them, where it
+        is a correlated reference) with a personal-data VALUE carries it,
+        whatever the operator. A semi-join (``o.customer_id IN (SELECT id
+        FROM customers WHERE phone LIKE ...)``) compares with ids: a filter.
+        Keys are (source alias, column), "*" for a whole row."""
+        cached = self.compared.get(id(scope))
+        if cached is not None:
+            return cached
+        self.compared[id(scope)] = {}  # a filter reaching its own scope again adds nothing new
+        result: dict[tuple[str, str], _Found] = {}
+        conditions = _conditions(scope.expression)
+        atoms = [(atom, scope) for atom in _atoms(conditions)]
+        for condition in conditions:
+            for select in condition.find_all(exp.Select):
+                nested = self.scope_by_expression.get(id(select))
+                if nested is None:
+                    raise _Unresolved("subquery without scope")
+                atoms.extend((atom, nested) for atom in _atoms(_conditions(select)))
+        for atom, where in atoms:
+            mine = []
+            unplaced = False
+            for node in atom.walk():
+                if isinstance(node, exp.Column) and node.table:
+                    key = (node.table, node.name)
+                elif isinstance(node, exp.TableColumn):
+                    key = (node.name, "*")
+                else:
+                    unplaced = unplaced or isinstance(node, exp.Column)
+                    continue
+                if self._find_source(key[0], self._scope_of(node))[1] is scope:
+                    mine.append(key)
+            if not mine and not (unplaced and where is scope):
+                continue
+            if not unplaced and (all(self._is_pii_column(key, scope) for key in mine) or not self._may_carry(atom)):
+                # Cheap skips (most filters): the compared columns are personal
+                # data already, or nothing in the predicate can be.
+                continue
+            found = self._atom_values(atom, where, scope)
+            if found[0] or found[1]:
+                if unplaced:
+                    raise _Unresolved("unqualified column compared with personal data")
+                for key in mine:
+                    result[key] = _merge([result.get(key, _NOTHING), found])
+        self.compared[id(scope)] = result
+        return result
+
+    def _is_pii_column(self, key: tuple[str, str], scope: Scope) -> bool:
+        source = scope.sources.get(key[0])
+        if not isinstance(source, exp.Table) or key[1] == "*":
+            return False
+        table = self.synthetic.get(source.name)
+        return table is not None and bool(self.index.columns(table).get(key[1]))
+
+    def _may_carry(self, atom: exp.Expr) -> bool:
+        """Could this predicate hold a personal-data value at all? Only
+        through a PII-named column, a column of anything but a plain schema
+        table, a whole row, a nested query or a tainting node."""
+        for node in atom.walk():
+            node_type = type(node)
+            if node_type is exp.Column:
+                if node.name in self.pii_names:
+                    return True
+                source = self._find_source(node.table, self._scope_of(node))[0] if node.table else None
+                if not isinstance(source, exp.Table) or source.name not in self.synthetic:
+                    return True
+            elif node_type is exp.TableColumn or isinstance(node, exp.Query):
+                return True
+            elif self.node_taint(node) or _function_role(node) == "transform":
+                return True
+        return False
+
+    def _atom_values(self, atom: exp.Expr, where: Scope, owner: Scope) -> _Found:
+        """Personal data among the VALUES one predicate compares: queries
+        nested in it count by their outputs only (their own filters are atoms
+        of their own), and `owner`'s columns by their value only. Results
+        memoised meanwhile are dropped: they were computed with these
+        narrower rules."""
+        memo_before = set(self.memo)
+        shallow_before = self.shallow
+        self.shallow = shallow_before | {id(query) for query in atom.find_all(exp.Query)}
+        self.plain_scopes.add(id(owner))
+        try:
+            return self._pii_only(self._trace(atom, where, False))
+        finally:
+            self.plain_scopes.discard(id(owner))
+            self.shallow = shallow_before
+            for key in set(self.memo) - memo_before:
+                del self.memo[key]
+
+    def _compared_column(self, alias: str, name: str, owner: Scope) -> _Found:
+        compared = self._compared(owner)
+        if not compared:
+            return _NOTHING
+        if name == "*":
+            return _merge(found for (source, _), found in compared.items() if source == alias)
+        return _merge([compared.get((alias, name), _NOTHING), compared.get((alias, "*"), _NOTHING)])
+
+    def _count_multiplied(self, scope: Scope) -> _Found:
+        """Personal data that decides HOW MANY rows a count in this scope
+        counts beyond filtering them: a table function whose arguments read
+        it (``generate_series(1, ascii(name))``), a non-personal column
+        compared with it (``JOIN generate_series(1, 200000) g ON g <
+        ascii(name)``), and the same inside the derived tables it reads. A
+        count over such rows is the value itself; a count of rows merely
+        filtered by personal data (``c2.name = c.name``) stays a count."""
+        scope = self._real_scope(scope)
+
+        def compute() -> _Found:
+            results = []
+            for (alias, name), found in self._compared(scope).items():
+                source = scope.sources.get(alias)
+                key = self.synthetic.get(source.name) if isinstance(source, exp.Table) else None
+                if key is None or name == "*" or not self.index.columns(key).get(name):
+                    results.append(found)  # a non-personal (or unknown) column carries the value
+            for source in scope.sources.values():
+                if isinstance(source, Scope):
+                    real = self._real_scope(source)
+                    if isinstance(real.expression, (exp.Select, exp.SetOperation)):
+                        if isinstance(real.expression, exp.SetOperation):
+                            results.extend(self._count_multiplied(b) for b in real.set_operation_scopes)
+                        else:
+                            results.append(self._count_multiplied(real))
+                    else:  # UNNEST(string_to_array(name, NULL)), VALUES, LATERAL ...
+                        results.append(self._pii_only(self._trace(real.expression, real, True)))
+                elif not isinstance(source.this, exp.Identifier):
+                    results.append(self._pii_only(self._trace(source.this, scope, True)))
+            return _merge(results)
+
+        return self._memoized(("multiplied", id(scope)), compute)
+
+    def _full(self, scope: Scope) -> _Found:
+        """Every output of a scope plus whatever chooses its rows."""
+        scope = self._real_scope(scope)
+
+        def compute() -> _Found:
+            outputs = [self._scope_output(scope, i, True) for i in range(self._output_count(scope))]
+            return _merge([*outputs, self._rows(scope)])
+
+        return self._memoized(("full", id(scope)), compute)
+
+    def _rows(self, scope: Scope) -> _Found:
+        """What chooses the rows of a scope (inside a nested query): WHERE,
+        JOIN ON, GROUP BY, HAVING, ORDER BY, LIMIT, DISTINCT ON, WINDOW,
+        table-function arguments, unknown relations, and the same of every
+        CTE or derived table it reads."""
+        scope = self._real_scope(scope)
+
+        def compute() -> _Found:
+            expression = scope.expression
+            if isinstance(expression, exp.SetOperation):
+                branches = scope.set_operation_scopes
+                results = [self._rows(branch) for branch in branches]
+                if any(expression.args.get(key) for key in ("order", "limit", "offset")):
+                    # ORDER BY / LIMIT over the combined outputs: all of them choose rows.
+                    results.extend(self._scope_output(scope, i, True) for i in range(self._output_count(scope)))
+                return _merge(results)
+            if not isinstance(expression, exp.Select):
+                # VALUES, UNNEST, LATERAL with a column list, table functions.
+                return self._trace(expression, scope, True)
+            results = []
+            for key, value in expression.args.items():
+                if key in ("expressions", "with_", "from_", "joins"):
+                    continue  # outputs are traced separately, sources below
+                results.extend(self._trace(child, scope, True) for child in _child_expressions(value))
+            for join in expression.args.get("joins") or []:
+                for key, value in join.args.items():
+                    if key != "this":
+                        results.extend(self._trace(child, scope, True) for child in _child_expressions(value))
+            for source in scope.sources.values():
+                if isinstance(source, Scope):
+                    results.append(self._rows(source))
+                else:
+                    results.append(self._table_rows(source, scope))
+            return _merge(results)
+
+        return self._memoized(("rows", id(scope)), compute)
+
+    def _table_rows(self, table: exp.Table, scope: Scope) -> _Found:
+        """Rows of a FROM item that is a table: a function's arguments choose
+        them; an unknown relation may hold anything."""
+        if not isinstance(table.this, exp.Identifier):
+            return self._table_function(table, scope, True)
+        if table.name in self.synthetic:
+            return _NOTHING
+        return self._unknown_relation(table.name)
+
+    def _table_function(self, table: exp.Table, scope: Scope, full: bool) -> _Found:
+        found = self._trace(table.this, scope, full)
+        names = _function_names(table.this) if isinstance(table.this, exp.Expr) else frozenset()
+        if names & _PURE_TABLE_FUNCTIONS:
+            return found
+        return _merge([found, self._unknown_relation(table.this.sql(self.dialect)[:40])])
+
+    def _unknown_relation(self, name: str) -> _Found:
+        if name.lower() in self.ambiguous_relations:
+            raise _Unresolved(f"ambiguous table: {name}")
+        kind = self.connection_kind()
+        if not kind:
+            return _NOTHING  # the connection has no personal data at all
+        return frozenset(), frozenset({(kind, f"reads {name}, which is not in the analysed schema")}), frozenset()
 
     def _find_source(self, alias: str, scope: Scope) -> tuple[exp.Table | Scope, Scope]:
-        """The source an alias names, looking outwards for correlated references."""
+        """The source an alias names and the scope whose FROM it is in,
+        looking outwards for correlated references. A CTE is a source of
+        every scope below its WITH, but ``n.g`` in a subquery that does not
+        read ``n`` itself is the OUTER query's row: the FROM decides."""
         current: Scope | None = scope
+        while current is not None:
+            if alias in current.selected_sources:
+                source = current.sources.get(alias)
+                return (source if source is not None else current.selected_sources[alias][1]), current
+            current = current.parent
+        current = scope
         while current is not None:
             source = current.sources.get(alias)
             if source is not None:
@@ -748,45 +1540,93 @@ class _Classifier:
             current = current.parent
         raise _Unresolved(f"unknown source {alias!r}")
 
-    def _column(self, column: exp.Column, scope: Scope) -> tuple[frozenset[Source], frozenset[str]]:
+    def _column(self, column: exp.Column, scope: Scope, full: bool) -> _Found:
         self._tick()
         alias = column.table
         name = column.name
         if not alias:
             raise _Unresolved(f"column {name!r} not resolved")
         source, owner = self._find_source(alias, scope)
+        if id(owner) in self.plain_scopes:
+            return self._column_of(source, owner, name, full)
+        return _merge(
+            [
+                self._column_of(source, owner, name, full),
+                self._outer_join(alias, source, owner),
+                self._compared_column(alias, name, owner),
+            ]
+        )
+
+    def _column_of(self, source: exp.Table | Scope, owner: Scope, name: str, full: bool) -> _Found:
         if isinstance(source, exp.Table):
             if not isinstance(source.this, exp.Identifier):
                 # Table function (json_each(c.memo), generate_series(...)):
                 # every output derives from all its arguments.
-                return self._trace(source.this, owner)
+                return self._table_function(source, owner, full)
             key = self.synthetic.get(source.name)
             if key is None:
-                raise _Unresolved(f"table not in analysed schema: {source.name}")
-            if name not in self.index.columns(key):
-                raise _Unresolved(f"column not in analysed schema: {key}.{name}")
-            return frozenset({(key, name)}), frozenset()
-        return self._derived_column(source, name)
+                return self._unknown_relation(source.name)
+            columns = self.index.columns(key)
+            if name not in columns:
+                # PostgreSQL attribute notation: `c.text` is text(c), the whole row.
+                return frozenset((key, c) for c in columns), frozenset(), frozenset()
+            return frozenset({(key, name)}), frozenset(), frozenset()
+        return self._derived_column(source, name, full)
 
-    def _whole_row(self, alias: str, scope: Scope) -> tuple[frozenset[Source], frozenset[str]]:
+    def _outer_join(self, alias: str, source: exp.Table | Scope, owner: Scope) -> _Found:
+        """A column from the NULL-able side of an outer join is NULL or not
+        depending on the join condition and that side's row filters: ``LEFT
+        JOIN customers c2 ON c2.id = c.id AND c2.name > 'M'`` makes ``c2.id``
+        a per-row oracle. Those taint the column, unlike an inner join's."""
+        select = owner.expression
+        joins = select.args.get("joins") if isinstance(select, exp.Select) else None
+        if not joins:
+            return _NOTHING
+
+        def compute() -> _Found:
+            from_ = select.args.get("from_")
+            before = [from_.this.alias_or_name] if from_ is not None else []
+            results = []
+            for join in joins:
+                side = str(join.args.get("side") or "").upper()
+                here = join.this.alias_or_name
+                if (side in ("LEFT", "FULL") and here == alias) or (side in ("RIGHT", "FULL") and alias in before):
+                    for key, value in join.args.items():
+                        if key != "this":
+                            results.extend(self._trace(child, owner, True) for child in _child_expressions(value))
+                    if isinstance(source, Scope):
+                        results.append(self._rows(source))
+                before.append(here)
+            return _merge(results)
+
+        return self._memoized(("outer", id(owner), alias), compute)
+
+    def _whole_row(self, alias: str, scope: Scope, full: bool) -> _Found:
         source, owner = self._find_source(alias, scope)
+        if id(owner) in self.plain_scopes:
+            return self._whole_row_of(source, owner, full)
+        return _merge(
+            [
+                self._whole_row_of(source, owner, full),
+                self._outer_join(alias, source, owner),
+                self._compared_column(alias, "*", owner),
+            ]
+        )
+
+    def _whole_row_of(self, source: exp.Table | Scope, owner: Scope, full: bool) -> _Found:
         if isinstance(source, exp.Table):
             if not isinstance(source.this, exp.Identifier):
-                return self._trace(source.this, owner)
+                return self._table_function(source, owner, full)
             key = self.synthetic.get(source.name)
             if key is None:
-                raise _Unresolved(f"table not in analysed schema: {source.name}")
-            return frozenset((key, column) for column in self.index.columns(key)), frozenset()
+                return self._unknown_relation(source.name)
+            return frozenset((key, column) for column in self.index.columns(key)), frozenset(), frozenset()
         source = self._real_scope(source)
-        sources: set[Source] = set()
-        labels: set[str] = set()
+        if full:
+            return self._full(source)
         if isinstance(source.expression, (exp.Select, exp.SetOperation)):
-            for index in range(self._scope_width(source)):
-                found, found_labels = self._scope_output(source, index)
-                sources |= found
-                labels |= found_labels
-            return frozenset(sources), frozenset(labels)
-        return self._trace(source.expression, source)
+            return _merge(self._scope_output(source, i, False) for i in range(self._scope_width(source)))
+        return self._trace(source.expression, source, False)
 
     def _real_scope(self, scope: Scope) -> Scope:
         """A recursive CTE's self-reference points at a scope sqlglot never
@@ -799,23 +1639,12 @@ class _Classifier:
             raise _Unresolved("unresolved CTE reference")
         return real
 
-    def _derived_column(self, scope: Scope, name: str) -> tuple[frozenset[Source], frozenset[str]]:
-        """Column `name` of a CTE, derived table, LATERAL or UNNEST/VALUES."""
+    def _derived_column(self, scope: Scope, name: str, full: bool) -> _Found:
+        """Column `name` of a CTE, derived table, LATERAL or UNNEST/VALUES;
+        with ``full``, plus what chooses that relation's rows."""
         scope = self._real_scope(scope)
-        key = (id(scope), name)
-        cached = self.memo.get(key)
-        if cached is not None:
-            return cached
-        if key in self.path:
-            # Recursive CTE: this column is already being resolved further up;
-            # its other contributions are collected there. The results below
-            # the cut are partial, so they are not memoised.
-            self.cycle_cut = True
-            return frozenset(), frozenset()
-        outer_cut = self.cycle_cut
-        self.cycle_cut = False
-        self.path.add(key)
-        try:
+
+        def compute() -> _Found:
             expression = scope.expression
             if isinstance(expression, (exp.Select, exp.SetOperation)):
                 if scope.outer_columns:
@@ -826,13 +1655,7 @@ class _Classifier:
                 if not indexes:
                     raise _Unresolved(f"column {name!r} not found in derived table")
                 # Several outputs with one name: the reference may mean any.
-                sources: set[Source] = set()
-                labels: set[str] = set()
-                for index in indexes:
-                    found, found_labels = self._scope_output(scope, index)
-                    sources |= found
-                    labels |= found_labels
-                result = (frozenset(sources), frozenset(labels))
+                results = [self._scope_output(scope, index, full) for index in indexes]
             elif (
                 isinstance(expression, exp.Lateral)
                 and not scope.outer_columns
@@ -841,59 +1664,61 @@ class _Classifier:
             ):
                 # LATERAL (SELECT ...) AS l: the column by name, like a derived table.
                 inner = self.scope_by_expression[id(expression.this.this)]
-                result = self._derived_column(inner, name)
+                results = [self._derived_column(inner, name, full)]
             else:
                 # UNNEST(...), VALUES, table functions, LATERAL with a column
                 # list: every column derives from everything inside it.
-                result = self._trace(expression, scope)
-        finally:
-            self.path.discard(key)
-        if not self.cycle_cut:
-            self.memo[key] = result
-        self.cycle_cut = self.cycle_cut or outer_cut
-        return result
+                results = [self._trace(expression, scope, full)]
+            if full:
+                results.append(self._rows(scope))
+            return _merge(results)
+
+        return self._memoized(("column", id(scope), name, full), compute)
 
     # ---- fallback ----------------------------------------------------------
 
     def _fallback(self, why: str, root: exp.Expr | None, referenced: set[str] | None) -> list[OutputColumn]:
-        """Lineage unresolved. If no table the query reads has a PII column,
-        nothing is masked. Otherwise, for a flat SELECT over plain tables whose
-        outputs align with the result, an output is masked when its name or a
-        column it uses (outside COUNT & co.) has the name of a PII column of a
-        referenced table, or it uses a whole row; any other shape means the
-        names cannot be mapped, and every output is masked."""
+        """Lineage unresolved. For a flat SELECT over plain tables whose
+        outputs align with the result, each output is decided by the names it
+        uses (:meth:`_by_name`); any other shape masks every output when
+        anything the query reads or writes may be personal data."""
         if referenced is None:
             if root is not None:
                 referenced, _ = self._referenced_tables(root)
             else:
                 referenced = self._tables_by_word()
         pii = self.index.pii_columns(referenced)
-        if not pii:
-            if root is None:
-                count = self.n_columns or 0
-                return [
-                    OutputColumn(i, "", None, (), f"lineage unresolved: {why}; no referenced table has personal data")
-                    for i in range(count)
-                ]
+        if root is None:
+            # Unparsable: which relations it reads is unknown, and a relation
+            # outside the schema may hold anything.
+            kind = _most_severe(pii.values()) or self.connection_kind() or self._text_literal_kind()
+            count = self.n_columns or 0
+            if kind is None:
+                reason = f"lineage unresolved: {why}; no personal data in the connection"
+                return [OutputColumn(i, "", None, (), reason) for i in range(count)]
+            return [OutputColumn(i, "", kind, (), f"lineage unresolved: {why}; masked (doubt)") for i in range(count)]
+
+        special = self.special_kinds(root)
+        if not pii and not special:
             return self._without_pii(root, f"lineage unresolved: {why}; no referenced table has personal data")
 
-        by_name = self._by_name(root, pii) if root is not None else None
+        by_name = self._by_name(root, pii)
         if by_name is not None:
             outputs = []
-            for index, (name, sources) in enumerate(by_name):
-                if sources:
-                    ordered = tuple(sorted(sources, key=lambda s: (_severity(pii[s]), s)))
-                    kind = pii[ordered[0]]
-                    shown = ", ".join(_source_text(s) for s in ordered[:3])
-                    reason = f"lineage unresolved: {why}; name matches {shown}; masked"
-                    outputs.append(OutputColumn(index, name, kind, ordered, reason))
+            for index, (name, sources, taints) in enumerate(by_name):
+                output = self._output(index, name, (frozenset(sources), frozenset(taints), frozenset()))
+                if output.pii_kind:
+                    shown = ", ".join(_source_text(s) for s in output.sources[:3] if s in pii)
+                    detail = f"name matches {shown}" if shown else output.reason.removesuffix("; masked")
+                    reason = f"lineage unresolved: {why}; {detail}; masked"
+                    outputs.append(OutputColumn(index, name, output.pii_kind, output.sources, reason))
                 else:
                     reason = f"lineage unresolved: {why}; no personal-data column name"
                     outputs.append(OutputColumn(index, name, None, (), reason))
             return outputs
 
-        kind = _most_severe(pii.values())
-        names = self._original_names(root) if root is not None else []
+        kind = _most_severe([*pii.values(), *special]) or _DOUBT_KIND
+        names = self._original_names(root)
         if self.n_columns is not None:
             count = self.n_columns
         else:
@@ -904,6 +1729,12 @@ class _Classifier:
             OutputColumn(i, names[i] or "", kind, (), f"lineage unresolved: {why}; masked (doubt)")
             for i in range(count)
         ]
+
+    def _text_literal_kind(self) -> str | None:
+        """Unparsable SQL: a tainted literal anywhere in the text."""
+        if not isinstance(self.sql, str):
+            return None
+        return self.literal_kind(self.sql)
 
     def _tables_by_word(self) -> set[str]:
         """Unparsable SQL: any schema table whose bare name appears as a word
@@ -918,9 +1749,13 @@ class _Classifier:
                 referenced.add(key)
         return referenced
 
-    def _by_name(self, root: exp.Expr, pii: dict[Source, str]) -> list[tuple[str, set[Source]]] | None:
-        """Name-based masking for a flat SELECT, or None when names cannot be
-        mapped to the result (then everything is masked)."""
+    def _by_name(self, root: exp.Expr, pii: dict[Source, str]) -> list[tuple[str, set[Source], set[Taint]]] | None:
+        """Name-based taint for a flat SELECT, or None when names cannot be
+        mapped to the result (then everything is masked). The same rules as
+        the walk, with columns matched by name: a name some referenced table
+        has as a PII column taints; a qualified name its table lacks is a
+        whole-row function (attribute notation); a name no known table has
+        may come from an unknown relation (doubt)."""
         if not isinstance(root, exp.Select) or root.args.get("with_") or root.args.get("laterals"):
             return None
         if _renames_or_odd_references(root):
@@ -929,46 +1764,86 @@ class _Classifier:
         from_ = root.args.get("from_")
         if from_ is not None:
             relations.append(from_.this)
-        relations.extend(join.this for join in root.args.get("joins") or [])
+        joins = root.args.get("joins") or []
+        if any(join.args.get("side") for join in joins):
+            return None  # an outer join's condition decides NULLs in outputs: see _outer_join
+        relations.extend(join.this for join in joins)
         # Every FROM item must be a plain table: a derived table, CTE or table
         # function can rename a PII column to anything.
-        row_sources: dict[str, list[Source]] = {}  # alias / table name -> its PII columns (whole-row refs)
+        by_alias: dict[str, tuple[str, ...]] = {}  # alias / table name -> schema keys it may mean
+        unknown_aliases: set[str] = set()
         for relation in relations:
             if not isinstance(relation, exp.Table) or not isinstance(relation.this, exp.Identifier):
                 return None
             keys = self.index.resolve([part.name.lower() for part in relation.parts])
-            table_pii = [source for source in pii if source[0] in keys]
             for alias in {relation.alias_or_name.lower(), relation.name.lower()}:
-                row_sources.setdefault(alias, []).extend(table_pii)
+                if keys:
+                    by_alias[alias] = by_alias.get(alias, ()) + keys
+                else:
+                    unknown_aliases.add(alias)
         selects = root.selects
         if self.n_columns is not None and self.n_columns != len(selects):
             return None
+        pii_names = {column for _, column in pii}
+        conditions = [root.args.get(key) for key in ("where", "having", "qualify")]
+        conditions.extend(join.args.get("on") for join in joins)
+        for atom in _atoms(conditions):
+            # A column compared with personal data carries it (see _compared):
+            # by name alone the comparison cannot be placed, so mask everything.
+            names = {node.name.lower() for node in atom.find_all(exp.Column)}
+            if names & pii_names and names - pii_names:
+                return None
+        known_keys = {key for keys in by_alias.values() for key in keys}
         by_column: dict[str, list[Source]] = {}
-        for source in pii:
-            by_column.setdefault(source[1], []).append(source)
+        for key in known_keys:
+            for column in self.index.columns(key):
+                by_column.setdefault(column, []).append((key, column))
+        doubt = self.connection_kind()
+
+        def whole_row(keys: Iterable[str]) -> set[Source]:
+            return {(key, column) for key in keys for column in self.index.columns(key)}
 
         result = []
+        windows = _child_expressions(root.args.get("windows"))
         for select in selects:
             if _is_star(select):
                 return None
-            sources: set[Source] = set(by_column.get(select.alias_or_name.lower(), ()))
+            sources: set[Source] = {s for s in by_column.get(select.alias_or_name.lower(), ()) if s in pii}
+            taints: set[Taint] = set()
             stack: list[exp.Expr] = [select]
             while stack:
                 current = stack.pop()
-                if _value_free_label(current):
+                if _is_count(current):
                     continue
-                if isinstance(current, exp.Window):
-                    if isinstance(current.this, exp.Expr):
-                        stack.append(current.this)
-                    continue
-                if _is_star(current) or isinstance(current, exp.Query):
+                if _is_star(current) or isinstance(current, (exp.Query, exp.Exists)):
+                    return None
+                if isinstance(current, exp.Var) and current.name.lower() in pii_names:
                     return None
                 if isinstance(current, exp.Column):
-                    name = current.name.lower()
-                    sources.update(by_column.get(name, ()))
-                    if not current.table and name in row_sources:  # PostgreSQL whole-row `SELECT c FROM t c`
-                        sources.update(row_sources[name])
+                    name, table = current.name.lower(), current.table.lower()
+                    if table:
+                        if table in by_alias:
+                            found = {s for s in by_column.get(name, ()) if s[0] in by_alias[table]}
+                            sources.update(found or whole_row(by_alias[table]))
+                        elif doubt:
+                            taints.add((doubt, f"{table}.{name} is not in the analysed schema"))
+                    elif name in by_column:
+                        sources.update(by_column[name])
+                    elif name in by_alias:  # PostgreSQL whole-row `SELECT c FROM t c`
+                        sources.update(whole_row(by_alias[name]))
+                    elif doubt:
+                        taints.add((doubt, f"{name} is not a column of a known table"))
                     continue
+                taint = self.node_taint(current)
+                if taint:
+                    taints.add(taint)
+                if _function_role(current) == "transform" and any(
+                    isinstance(n, (exp.Column, exp.TableColumn)) for n in current.walk()
+                ):
+                    rewrite = _function_label(current, _TRANSFORMING_FUNCTIONS)
+                    taints.add((_DOUBT_KIND, f"{rewrite}() rewrites a column's characters"))
+                if isinstance(current, exp.Window) and current.args.get("alias"):
+                    stack.extend(windows)
                 stack.extend(current.iter_expressions())
-            result.append((_display_name(select, self.dialect), sources))
+            result.append((_display_name(select, self.dialect), sources, taints))
         return result
