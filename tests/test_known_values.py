@@ -86,3 +86,10 @@ def test_an_extended_matcher_finds_old_and_new_values_leftmost_longest():
     assert known.size == 40
     assert known.replace("김민준 고객007 김민 고객039") == "[이름-99] [이름-7] [이름-1] [이름-39]"
     assert known.extended([("김민", "name", "[이름-100]")]) is known  # nothing new: the same matcher
+
+
+def test_a_value_spelled_inside_a_token_label_leaves_the_token_intact():
+    vault = InMemoryVault()
+    email = vault.token_for("email", "a@example.com")
+    vault.token_for("name", "메일")  # a (two-syllable) name that is also part of the label 이메일
+    assert mask_string(f"{email} 메일", vault, known=vault.known_values()) == f"{email} [이름-1]"

@@ -148,12 +148,16 @@ class KnownValues:
             return []
         return [KnownHit(start, end, token, kind) for start, end, kind, token in self._matches(text)]
 
-    def replace(self, text: str, on_hit=None) -> str:
+    def replace(self, text: str, on_hit=None, keep: list[tuple[int, int]] | None = None) -> str:
         """`text` with every known value replaced by its token. `on_hit(kind)`
-        is called once per replacement (masking statistics)."""
+        is called once per replacement (masking statistics). Matches that
+        overlap a span in `keep` (tokens already in the text: a value may be
+        spelled inside a token's label, "메일" in "[이메일-1]") are left alone."""
         if not self._layers or len(text) < MIN_VALUE_CHARS:
             return text
         matches = self._matches(text)
+        if matches and keep:
+            matches = [m for m in matches if not any(m[0] < end and start < m[1] for start, end in keep)]
         if not matches:
             return text
         pieces: list[str] = []

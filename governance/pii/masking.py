@@ -172,10 +172,11 @@ def mask_string(
     """Replace every value the vault already holds (`known`), then every
     detector hit, in `text` with its token."""
     if known:
+        tokens = [m.span() for m in TOKEN_PATTERN.finditer(text)] if "[" in text else None
         if counts is None:
-            text = known.replace(text)
+            text = known.replace(text, keep=tokens)
         else:
-            text = known.replace(text, lambda kind: counts.add(origin, kind))
+            text = known.replace(text, lambda kind: counts.add(origin, kind), keep=tokens)
     if len(text) < 6:
         return text  # shorter than any value (detect_spans says the same, one call later)
     spans = detect_spans(text)  # (kind id, start, end, confidence), left to right
