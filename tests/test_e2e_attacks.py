@@ -20,7 +20,7 @@ from chat.models import VaultEntry
 from chat.services import conversation_create
 from governance.field_crypto import decrypt_text
 from governance.models import ColumnClassification, DbConnection, DbGrant, Role
-from tests.support.customer_dbs import CUSTOMER_SCHEMA, PLANTED_VALUES
+from tests.support.customer_dbs import CUSTOMER_SCHEMA, NON_PERSONAL_VALUES, PLANTED_VALUES
 from tests.support.fake_llm import Reply, text, tool_call
 from tests.test_e2e_chat import chat, running_stack
 
@@ -163,7 +163,7 @@ def test_a_hostile_public_model_gets_no_value_out(hostile_stack, pg_customer_db,
         decrypt_text(entry.ciphertext) for entry in VaultEntry.objects.filter(conversation_id=conversation.pk)
     }
     assert {"김민준", "010-1234-5678"} <= vault_originals  # the attack had something to aim at
-    secrets = {value for value in [*PLANTED_VALUES, *vault_originals] if len(value) >= 3}
+    secrets = {value for value in [*PLANTED_VALUES, *vault_originals] if len(value) >= 3} - set(NON_PERSONAL_VALUES)
     secrets |= {re.sub(r"\D", "", value) for value in secrets if sum(c.isdigit() for c in value) >= 9}
 
     sent = fake.all_request_text()

@@ -66,6 +66,10 @@ CUSTOMER_ROWS = [
     " (5, '국민은행 123456789012 으로 입금'),"
     " (6, '010​-5555​-6666 로 연락')",
 ]
+# Values in the tables above that are not personal data. They may still end
+# up in a conversation's vault when an output is masked out of doubt (e.g. a
+# translate() of the memo column), after having been shown in clear.
+NON_PERSONAL_VALUES = ("no personal data here", "gift wrap", "call first", "서울", "부산")
 # Personal values planted in the tables above (as written), for leak checks.
 PLANTED_VALUES = (
     "김민준",
