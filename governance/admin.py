@@ -63,7 +63,7 @@ class ReadOnlyModelsInline(admin.TabularInline):
 @admin.register(Provider)
 class ProviderAdmin(admin.ModelAdmin):
     """Providers come from the install config only: tier, URL and key source
-    cannot be changed by a click here (seed 002)."""
+    cannot be changed by a click here."""
 
     list_display = ("name", "kind", "tier", "base_url", "api_key_env", "in_config", "synced_at")
     list_filter = ("tier", "kind", "in_config")
@@ -381,7 +381,7 @@ class ColumnClassificationAdmin(admin.ModelAdmin):
 @admin.register(Role)
 class RoleAdmin(admin.ModelAdmin):
     """Grant changes are recorded as one permission-change event per save:
-    what the request opened and what it closed (seed 003)."""
+    what the request opened and what it closed."""
 
     list_display = ("name", "description")
     search_fields = ("name",)

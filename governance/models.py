@@ -55,7 +55,7 @@ class LlmModel(models.Model):
 
     @property
     def tier(self) -> str:
-        # A model has no tier of its own: it inherits its provider's (seed 002).
+        # A model has no tier of its own: it inherits its provider's.
         return self.provider.tier
 
     @property
@@ -85,7 +85,7 @@ class FeatureDefault(models.Model):
 
 
 class Exposure(models.TextChoices):
-    """Which models may see a resource (seed 002). Opening is one-way."""
+    """Which models may see a resource. Opening is one-way."""
 
     ALL_MODELS = "all_models", _("All models")
     INTERNAL_ONLY = "internal_only", _("Internal models only")
@@ -295,7 +295,7 @@ class ClassificationState(models.TextChoices):
 
 
 class ColumnClassification(models.Model):
-    """Whether a column of a customer database holds personal data (seed 000).
+    """Whether a column of a customer database holds personal data.
     A column classified with a kind is masked whole in every result derived
     from it; an empty kind means "not personal data"."""
 

@@ -1,4 +1,4 @@
-"""Which resources a turn may see (seed 002). One decision, `decide`, used
+"""Which resources a turn may see. One decision, `decide`, used
 both to build everything the model is shown and, again, by the executor
 before any tool runs.
 

@@ -137,6 +137,7 @@ from sqlglot.optimizer.qualify import qualify
 from sqlglot.optimizer.scope import Scope, traverse_scope
 from sqlglot.schema import MappingSchema
 
+from governance.pii.kinds import SEVERITY
 from governance.pii.masking import KIND_BY_LABEL, TOKEN_PATTERN
 from governance.sql.dialects import SUPPORTED_DIALECTS, dialect_of
 
@@ -146,7 +147,7 @@ _DIALECTS: dict[str, Dialect] = {name: Dialect.get_or_raise(name) for name in SU
 # numbers, then financial, then contact data, then names. The output is
 # masked whole either way; the kind only labels the token. Kinds not listed
 # (a future PiiKind) rank after these but are still PII.
-_SEVERITY = ("rrn", "frn", "passport", "driver_license", "card", "account", "phone", "email", "address", "name")
+_SEVERITY = SEVERITY  # governance.pii.kinds: the one order of the kinds
 _SEVERITY_RANK = {kind: rank for rank, kind in enumerate(_SEVERITY)}
 
 # Kind used when an output is masked in doubt without a classified source to
