@@ -93,7 +93,7 @@ def _run_sql(ctx: TurnContext, raw_arguments: str) -> ToolResult:
         missing = tables_not_granted(tables, scope, dialect)
         if missing:
             raise _Refused(f"no permission to read table(s): {', '.join(missing)}")
-        known = vault.known_values()
+        known = vault.known_values(ctx.turn_id)
         executed = _reidentified(sql, dialect, vault, tables)
         dsn = db_connection_dsn(connection=connection)
         _require_read_only_account(connection.engine, dsn)
@@ -126,7 +126,7 @@ def _run_sql(ctx: TurnContext, raw_arguments: str) -> ToolResult:
             timeout_ms=connection.statement_timeout_ms,
             schemas=connection_schemas(connection),
             # An error may quote back the statement's identifiers, never its literals.
-            allowed_words=statement_words(sql, dialect),
+            allowed_words=lambda: statement_words(sql, dialect),
         )
     except (QueryError, GovernanceError) as exc:
         # The message is already value-free (quoted parts elided); what is
@@ -414,7 +414,7 @@ def _search_documents(ctx: TurnContext, raw_arguments: str) -> ToolResult:
     hits_payload = [{"title": h.title, "text": shorten_credentialed_urls(h.text)} for h in hits]
     counts = MaskCounts()
     vault = vault_for(ctx)
-    known = vault.known_values()
+    known = vault.known_values(ctx.turn_id)
     payload = {
         "collection": collection.name,
         "hits": mask_with(vault, lambda v, c: mask_any(hits_payload, v, c, known=known), counts),

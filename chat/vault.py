@@ -25,6 +25,7 @@ from chat.models import VaultEntry
 from governance.field_crypto import SecretUnavailable, decrypt_text, encrypt_text
 from governance.pii.known_values import EMPTY, KnownValues
 from governance.pii.masking import format_token, normalised_value
+from owlai import prepared
 
 
 @functools.cache
@@ -60,45 +61,70 @@ def _remember_committed(tokens: dict[str, str]) -> None:
 
 class _KnownCache:
     """Per process: the decrypted originals of recently used conversations and
-    the automaton over them, extended with the rows added since the last call
-    (vault rows are never changed, only added, and deleted with the whole
-    conversation). Bounded: the least recently used conversation goes first."""
+    the automaton over them, extended with the rows added since the last
+    refresh (vault rows are never changed, only added, and deleted with the
+    whole conversation). Bounded: the least recently used conversation goes
+    first.
+
+    Refreshed from the database once per turn: a turn runs in one worker
+    process, and a conversation runs one turn at a time, so within a turn
+    only this process adds to the vault, and what it adds is noted here as
+    soon as it commits (`note`). A call without a turn refreshes every time."""
 
     MAX_CONVERSATIONS = 32
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        # conversation id -> (last row id seen, matcher over every row up to it)
-        self._entries: OrderedDict[uuid.UUID, tuple[int, KnownValues]] = OrderedDict()
+        # conversation id -> (last row id read, turn of that read, matcher)
+        self._entries: OrderedDict[uuid.UUID, tuple[int, int | None, KnownValues]] = OrderedDict()
 
-    def matcher(self, conversation_id: uuid.UUID) -> KnownValues:
+    def matcher(self, conversation_id: uuid.UUID, turn_id: int | None = None) -> KnownValues:
         with self._lock:
-            last_id, matcher = self._entries.get(conversation_id, (0, EMPTY))
-        rows = list(
-            VaultEntry.objects.filter(conversation_id=conversation_id, id__gt=last_id)
-            .order_by("id")
-            .values_list("id", "kind", "number", "ciphertext")
-        )
-        if rows:
-            triples = []
-            for row_id, kind, number, ciphertext in rows:
-                last_id = max(last_id, row_id)
-                try:
-                    original = decrypt_text(ciphertext)
-                except SecretUnavailable:
-                    continue  # cannot be read back: cannot be searched for either; detectors still run
-                triples.append((original, kind, format_token(kind, number)))
-            matcher = matcher.extended(triples)
+            last_id, read_in_turn, matcher = self._entries.get(conversation_id, (0, None, EMPTY))
+        if turn_id is not None and read_in_turn == turn_id:
+            return matcher
+        triples = []
+        for row_id, kind, number, ciphertext in prepared.fetchall(_rows_since_sql(), [conversation_id, last_id]):
+            last_id = max(last_id, row_id)
+            try:
+                original = decrypt_text(ciphertext)
+            except SecretUnavailable:
+                continue  # cannot be read back: cannot be searched for either; detectors still run
+            triples.append((original, kind, format_token(kind, number)))
         with self._lock:
-            self._entries[conversation_id] = (last_id, matcher)
+            # Notes that arrived meanwhile are kept: extended() ignores repeats.
+            current = self._entries.get(conversation_id, (0, None, EMPTY))[2]
+            matcher = (current if current.size >= matcher.size else matcher).extended(triples)
+            self._entries[conversation_id] = (last_id, turn_id, matcher)
             self._entries.move_to_end(conversation_id)
             while len(self._entries) > self.MAX_CONVERSATIONS:
                 self._entries.popitem(last=False)
         return matcher
 
+    def note(self, conversation_id: uuid.UUID, triples: list[tuple[str, str, str]]) -> None:
+        """Originals this process just committed to the conversation's vault."""
+        with self._lock:
+            entry = self._entries.get(conversation_id)
+            if entry is not None:
+                self._entries[conversation_id] = (entry[0], entry[1], entry[2].extended(triples))
+
     def forget(self, conversation_id: uuid.UUID) -> None:
         with self._lock:
             self._entries.pop(conversation_id, None)
+
+
+@functools.cache
+def _rows_since_sql() -> str:
+    table = VaultEntry._meta.db_table
+    return (
+        f'SELECT "id", "kind", "number", "ciphertext" FROM "{table}" '
+        'WHERE "conversation_id" = %s AND "id" > %s ORDER BY "id"'
+    )
+
+
+def _note_committed(conversation_id: uuid.UUID, triples: list[tuple[str, str, str]]) -> None:
+    if triples:
+        transaction.on_commit(lambda: _KNOWN.note(conversation_id, triples))
 
 
 _KNOWN = _KnownCache()
@@ -139,6 +165,7 @@ class DbVault:
         number = self._number_for(kind, digest, value)
         token = self._tokens[digest] = format_token(kind, number)
         _remember_committed({digest: token})
+        _note_committed(self.conversation_id, [(value, kind, token)])
         return token
 
     def prefetch(self, values: Iterable[tuple[str, str]]) -> None:
@@ -147,8 +174,10 @@ class DbVault:
         one transaction. Anything left (a concurrent writer took a number)
         falls back to `token_for`'s one-by-one path."""
         wanted: dict[str, tuple[str, str]] = {}
+        requested: dict[str, tuple[str, str]] = {}
         for kind, value in values:
             digest = _digest(self.conversation_id, kind, value)
+            requested[digest] = (kind, value)
             if digest in self._tokens:
                 continue
             committed = _COMMITTED_TOKENS.get(digest)
@@ -198,6 +227,7 @@ class DbVault:
                 found[digest] = format_token(kind, top + offset)
         self._tokens.update(found)
         _remember_committed(found)
+        _note_committed(self.conversation_id, [(requested[d][1], requested[d][0], token) for d, token in found.items()])
 
     def _number_for(self, kind: str, digest: str, value: str) -> int:
         existing = VaultEntry.objects.filter(conversation_id=self.conversation_id, kind=kind, digest=digest).first()
@@ -228,9 +258,10 @@ class DbVault:
                     return existing.number
         raise RuntimeError("could not allocate a token number")
 
-    def known_values(self) -> KnownValues:
-        """Every original this conversation's vault holds, as one matcher."""
-        return _KNOWN.matcher(self.conversation_id)
+    def known_values(self, turn_id: int | None = None) -> KnownValues:
+        """Every original this conversation's vault holds, as one matcher
+        (read from the database at most once per turn, see _KnownCache)."""
+        return _KNOWN.matcher(self.conversation_id, turn_id)
 
     def original_for(self, kind: str, number: int) -> str | None:
         entry = VaultEntry.objects.filter(conversation_id=self.conversation_id, kind=kind, number=number).first()

@@ -93,3 +93,37 @@ def test_a_value_spelled_inside_a_token_label_leaves_the_token_intact():
     email = vault.token_for("email", "a@example.com")
     vault.token_for("name", "메일")  # a (two-syllable) name that is also part of the label 이메일
     assert mask_string(f"{email} 메일", vault, known=vault.known_values()) == f"{email} [이름-1]"
+
+
+@pytest.mark.django_db
+def test_within_a_turn_the_vault_is_read_once_and_new_entries_are_noted(
+    django_user_model, django_capture_on_commit_callbacks, monkeypatch
+):
+    import contextlib
+
+    from chat import vault as vault_module
+    from chat.services import conversation_create
+    from chat.vault import DbVault
+
+    reads = []
+    real_fetchall = vault_module.prepared.fetchall
+    monkeypatch.setattr(
+        vault_module.prepared, "fetchall", lambda sql, params: reads.append(sql) or real_fetchall(sql, params)
+    )
+
+    @contextlib.contextmanager
+    def django_assert_num_queries(n):
+        before = len(reads)
+        yield
+        assert len(reads) - before == n
+
+    user = django_user_model.objects.create_user("kv2", password="pw-kv-12345")
+    vault = DbVault(conversation_create(owner=user).pk)
+    vault.known_values(turn_id=7)  # the turn's one read
+    with django_capture_on_commit_callbacks(execute=True):
+        token = vault.token_for("name", "한지민")
+    with django_assert_num_queries(0):
+        assert vault.known_values(turn_id=7).replace("한지민 님") == f"{token} 님"
+    # The next turn reads the database again (another worker may have run the last one).
+    with django_assert_num_queries(1):
+        vault.known_values(turn_id=8)

@@ -6,6 +6,7 @@ audited."""
 from __future__ import annotations
 
 import io
+import itertools
 import json
 import re
 import sqlite3
@@ -302,6 +303,9 @@ def test_no_lineage_at_all_masks_every_column(world, monkeypatch):
 # --- the analysed schema is cached per classification revision ---------------------
 
 
+_TURNS = itertools.count(1)
+
+
 def _run_sql(world, sql: str):
     from chat.context import TurnContext
     from chat.executor import execute_tool_call
@@ -313,7 +317,9 @@ def _run_sql(world, sql: str):
         model_name="m",
         provider_name="p",
         conversation_id=world.setdefault("conversation", conversation_create(owner=world["user"])).pk,
-        turn_id=1,
+        # A new turn per call: inside the test's transaction the commit hooks
+        # that keep a turn's cached known values current never fire.
+        turn_id=next(_TURNS),
     )
     result = execute_tool_call(ctx, name="run_sql", arguments=json.dumps({"connection": "crm", "sql": sql}))
     return json.loads(result.content)["rows"]

@@ -59,7 +59,7 @@ class Vault(Protocol):
 
     def original_for(self, kind: str, number: int) -> str | None: ...
 
-    def known_values(self) -> KnownValues: ...
+    def known_values(self, turn_id: int | None = None) -> KnownValues: ...
 
 
 _KindEntries = tuple[dict[str, str], dict[str, str], list[str], str, Callable[[str], str]]
@@ -92,7 +92,7 @@ class InMemoryVault:
             by_value[value] = token
         return token
 
-    def known_values(self) -> KnownValues:
+    def known_values(self, turn_id: int | None = None) -> KnownValues:
         """Every original this vault holds, as one matcher."""
         return KnownValues(
             (original, kind, format_token(kind, number))

@@ -30,6 +30,7 @@ from __future__ import annotations
 import re
 import sqlite3
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote, unquote, urlsplit
@@ -114,19 +115,21 @@ def execute_readonly(
     row_cap: int,
     timeout_ms: int,
     schemas: tuple[str, ...] = (),
-    allowed_words: frozenset[str] = frozenset(),
+    allowed_words: frozenset[str] | Callable[[], frozenset[str]] = frozenset(),
 ) -> QueryResult:
     """Run `sql` read-only. `schemas`: the PostgreSQL search_path (default
     `public`). `allowed_words`: what an error message may quote back (the
-    statement's own identifiers, see statement_words); everything else
-    quoted in an error is elided."""
+    statement's own identifiers, see statement_words), or a function that
+    computes them only when an error needs them; everything else quoted in
+    an error is elided."""
     runner = {"postgresql": _run_postgresql, "mysql": _run_mysql, "sqlite": _run_sqlite}.get(engine)
     if runner is None:
         raise QueryError(f"unsupported engine: {engine}")
     try:
         return runner(dsn=dsn, sql=marked_sql(sql), row_cap=row_cap, timeout_ms=timeout_ms, schemas=tuple(schemas))
     except _EngineError as error:
-        raise QueryError(scrub_error_message(error.message, allowed_words), error.error_class) from error
+        words = allowed_words() if callable(allowed_words) else allowed_words
+        raise QueryError(scrub_error_message(error.message, words), error.error_class) from error
 
 
 class _EngineError(Exception):

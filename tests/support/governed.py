@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from tests.support.customer_dbs import CUSTOMER_SCHEMA, CustomerDb
 
 _names = itertools.count(1)
+_turns = itertools.count(1)
 
 
 @dataclass
@@ -26,7 +27,7 @@ class Governed:
     conversation: object
     tier: str = "private"
 
-    def context(self, turn_id: int = 1):
+    def context(self, turn_id: int | None = None):
         from chat.context import TurnContext
 
         return TurnContext(
@@ -36,7 +37,10 @@ class Governed:
             model_name="m",
             provider_name="p",
             conversation_id=self.conversation.pk,
-            turn_id=turn_id,
+            # Each call its own turn unless told: the tests run inside one
+            # transaction, where commit hooks (which keep a turn's cached
+            # known values current) never fire.
+            turn_id=turn_id if turn_id is not None else next(_turns),
         )
 
     def run(self, sql: str, *, tool: str = "run_sql") -> tuple[dict, str]:
