@@ -160,7 +160,7 @@ def _run_sql(ctx: TurnContext, raw_arguments: str) -> ToolResult:
     )
     payload = {
         "connection": connection.name,
-        "columns": mask_any(result.columns, vault, known=known),
+        "columns": mask_any(_labels(result.columns, executed, sql, dialect), vault, known=known),
         "rows": rows,
         "row_count": len(result.rows),
         "truncated": result.truncated,
@@ -168,6 +168,18 @@ def _run_sql(ctx: TurnContext, raw_arguments: str) -> ToolResult:
     if result.truncated:
         payload["note"] = f"only the first {connection.row_cap} rows are shown; aggregate in SQL instead"
     return ToolResult(content=spill_if_large(ctx, payload), outcome=Outcome.SUCCESS, row_count=len(result.rows))
+
+
+def _labels(columns: list[str], executed: Reidentified, sql: str, dialect: str) -> list[str]:
+    """The result's column labels for the model. A server labels an unaliased
+    expression with its text (MySQL, SQLite), cut at some length: after
+    re-identification that text holds originals, possibly cut where known
+    values cannot recognise them. Then only labels the model wrote itself
+    are kept; the others become column1, column2, ..."""
+    if not executed.changed:
+        return columns
+    words = statement_words(sql, dialect)
+    return [label if label.casefold() in words else f"column{index}" for index, label in enumerate(columns, 1)]
 
 
 def _reidentified(sql: str, dialect: str, vault: Vault, tables: tuple[str, ...]) -> Reidentified:

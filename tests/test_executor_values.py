@@ -149,11 +149,18 @@ def test_execution_layer_elides_values_from_errors_even_without_the_guard(engine
         ('column "nme" does not exist', {"nme"}, 'column "nme" does not exist'),
         ('column "nme" does not exist', set(), 'column "…" does not exist'),
         ("XPATH syntax error: '~010-1234-5678'", set(), 'XPATH syntax error: "…"'),
+        ("XPATH syntax error: ~010-1234-5678", set(), "XPATH syntax error: …"),
         ("Unknown column 'x' in 'field list'", {"x"}, "Unknown column 'x' in \"…\""),
         ('unterminated "abc 010-1234', set(), 'unterminated "…"'),
         ("a 'it''s' b", set(), 'a "…" b'),
         ("Key (email)=(a@b.c) already exists", set(), "Key (email)=(…) already exists"),
         ("first line\nDETAIL: 김민준", set(), "first line"),
+        # Unquoted values: after the first ": ", and numbers anywhere.
+        ("date field value out of range: 2020-1012345678-01", set(), "date field value out of range: …"),
+        ('invalid value for parameter "start": -44608', {"start"}, 'invalid value for parameter "start": …'),
+        ("no such column: nme", {"nme"}, "no such column: nme"),
+        ("no such column: 김민준", set(), "no such column: …"),
+        ("value too long for type character varying(3)", set(), "value too long for type character varying(…)"),
     ],
 )
 def test_scrub_error_message(message, words, expected):

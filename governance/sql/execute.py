@@ -87,9 +87,15 @@ def statement_words(sql: str, dialect: str) -> frozenset[str]:
 
 
 def scrub_error_message(message: str, allowed_words: frozenset[str] = frozenset()) -> str:
-    """The first line of `message`, every quoted part replaced by "…" unless
-    it is one of `allowed_words` (the statement's own identifiers): a server
-    quotes the value it failed on, and that value may be personal data."""
+    """The first line of `message`, value-free. A server prints the value it
+    failed on, quoted (`invalid input syntax for type integer: "김민준"`) or
+    not (`date field value out of range: 2020-1012345678-01`), and that
+    value may be personal data or computed from it. So:
+    - every quoted part becomes "…" unless it is one of `allowed_words` (the
+      statement's own identifiers);
+    - whatever follows the first ": " becomes "…" unless it is made only of
+      allowed words (SQLite: `no such column: nme`);
+    - every number left becomes "…"."""
     text = (message or "").strip()
     line = text.splitlines()[0] if text else ""
 
@@ -100,7 +106,20 @@ def scrub_error_message(message: str, allowed_words: frozenset[str] = frozenset(
         inner = quoted[1:-1].replace(quoted[0] * 2, quoted[0])
         return quoted if inner and inner.casefold() in allowed_words else ELIDED
 
-    return _PARENTHESISED_VALUE.sub("=(…)", _QUOTED.sub(keep_or_elide, line))[:300]
+    line = _PARENTHESISED_VALUE.sub("=(…)", _QUOTED.sub(keep_or_elide, line))
+    head, colon, tail = line.partition(": ")
+    if colon and not _only_allowed_words(tail, allowed_words):
+        line = f"{head}: …"
+    return _NUMBER.sub("…", line)[:300]
+
+
+_NUMBER = re.compile(r"\d+")
+_TAIL_WORD = re.compile(r"[^\s.,;()]+")
+
+
+def _only_allowed_words(text: str, allowed_words: frozenset[str]) -> bool:
+    words = _TAIL_WORD.findall(text)
+    return bool(words) and all(word == ELIDED or word.strip('"`').casefold() in allowed_words for word in words)
 
 
 def marked_sql(sql: str) -> str:
