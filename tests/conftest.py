@@ -10,7 +10,6 @@ runs them in a second pass on SQLite after the PostgreSQL pass.
 from __future__ import annotations
 
 import os
-import socket
 import sqlite3
 import uuid
 from pathlib import Path
@@ -18,18 +17,18 @@ from pathlib import Path
 import pytest
 from django.conf import settings
 
-from tests.support.customer_dbs import mysql_customer_db, pg_customer_db, sqlite_customer_db  # noqa: F401 (fixtures)
+from tests.support.customer_dbs import (  # noqa: F401 (fixtures)
+    mysql_customer_db,
+    pg_customer_db,
+    port_open,
+    sqlite_customer_db,
+)
 
 REQUIRE_SERVICES = os.environ.get("OWLAI_REQUIRE_SERVICES") == "1"
 PG_ADMIN_URL = os.environ.get("OWLAI_TEST_PG_ADMIN_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
 
 
-def _port_open(host: str, port: int) -> bool:
-    try:
-        with socket.create_connection((host, port), timeout=1):
-            return True
-    except OSError:
-        return False
+_port_open = port_open
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -19,9 +19,10 @@ from audit.models import AuditEvent, ToolCallAudit
 from chat.models import VaultEntry
 from chat.services import conversation_create
 from governance.field_crypto import decrypt_text
-from governance.models import ColumnClassification, DbConnection, DbGrant, Role
+from governance.models import DbConnection, DbGrant, Role
 from tests.support.customer_dbs import CUSTOMER_SCHEMA, NON_PERSONAL_VALUES, PLANTED_VALUES
 from tests.support.fake_llm import Reply, text, tool_call
+from tests.support.governed import classify
 from tests.test_e2e_chat import chat, running_stack
 
 pytestmark = [pytest.mark.services, pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
@@ -118,16 +119,7 @@ def test_a_hostile_public_model_gets_no_value_out(hostile_stack, pg_customer_db,
     role = Role.objects.create(name="attacked-role")
     role.users.add(staff)
     DbGrant.objects.create(role=role, connection=connection, whole_database=True)
-    for table, columns in CUSTOMER_SCHEMA.items():
-        for column, kind in columns.items():
-            ColumnClassification.objects.create(
-                connection=connection,
-                table_name=table,
-                column_name=column,
-                pii_kind=kind or "",
-                source="manual",
-                state="confirmed",
-            )
+    classify(connection, CUSTOMER_SCHEMA)
     fake = hostile_stack["fake"]
     conversation = conversation_create(owner=staff)
     client = Client()

@@ -68,19 +68,12 @@ class Governed:
         self.conversation = conversation_create(owner=self.user)
 
 
-def governed_connection(db: CustomerDb, user_model, *, schema: dict | None = None) -> Governed:
-    from chat.services import conversation_create
-    from governance.models import ColumnClassification, DbConnection, DbGrant, Role
-    from governance.services import db_connection_set_stored_dsn
+def classify(connection, schema: dict) -> None:
+    """Store `schema` ({table: {column: kind or None}}) as the connection's
+    confirmed manual classifications."""
+    from governance.models import ColumnClassification
 
-    n = next(_names)
-    user = user_model.objects.create_user(f"governed{n}", password="pw-governed-123")
-    role = Role.objects.create(name=f"governed-role-{n}")
-    role.users.add(user)
-    connection = DbConnection.objects.create(name=f"customer{n}", engine=db.engine, business_summary="customers")
-    db_connection_set_stored_dsn(connection=connection, dsn=db.dsn)
-    DbGrant.objects.create(role=role, connection=connection, whole_database=True)
-    for table, columns in (schema or CUSTOMER_SCHEMA).items():
+    for table, columns in schema.items():
         for column, kind in columns.items():
             ColumnClassification.objects.create(
                 connection=connection,
@@ -90,4 +83,19 @@ def governed_connection(db: CustomerDb, user_model, *, schema: dict | None = Non
                 source="manual",
                 state="confirmed",
             )
+
+
+def governed_connection(db: CustomerDb, user_model, *, schema: dict | None = None) -> Governed:
+    from chat.services import conversation_create
+    from governance.models import DbConnection, DbGrant, Role
+    from governance.services import db_connection_set_stored_dsn
+
+    n = next(_names)
+    user = user_model.objects.create_user(f"governed{n}", password="pw-governed-123")
+    role = Role.objects.create(name=f"governed-role-{n}")
+    role.users.add(user)
+    connection = DbConnection.objects.create(name=f"customer{n}", engine=db.engine, business_summary="customers")
+    db_connection_set_stored_dsn(connection=connection, dsn=db.dsn)
+    DbGrant.objects.create(role=role, connection=connection, whole_database=True)
+    classify(connection, schema or CUSTOMER_SCHEMA)
     return Governed(db, connection, user, conversation_create(owner=user))
