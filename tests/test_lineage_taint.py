@@ -425,7 +425,7 @@ def test_rewriting_masks_even_without_personal_data_in_the_connection() -> None:
 def test_reasons_say_why() -> None:
     outputs = classify_outputs(
         "SELECT length(name), count(*) FILTER (WHERE name > 'M'), s.n_distinct FROM customers c, pg_stats s "
-        "GROUP BY 1, 3",
+        "GROUP BY c.name, 3",
         PG,
         CUSTOMER_SCHEMA,
         3,
@@ -433,6 +433,14 @@ def test_reasons_say_why() -> None:
     assert outputs[0].reason == "derived from customers.name"
     assert outputs[1].reason == "count only" and outputs[1].pii_kind is None
     assert outputs[2].reason == "reads pg_stats, which is not in the analysed schema; masked"
+    # grouped by an EXPRESSION of the name (GROUP BY 1 = length(name)): every output is shaped by it
+    grouped = classify_outputs(
+        "SELECT length(name), count(*) FROM customers c GROUP BY 1",
+        PG,
+        CUSTOMER_SCHEMA,
+        2,
+    )
+    assert grouped[1].reason == "derived from customers.name" and grouped[1].pii_kind == "name"
 
 
 def test_shortcut_is_not_taken_for_attribute_notation_or_literals() -> None:
@@ -603,6 +611,7 @@ def test_the_differential_oracle_sees_dependence(request, dialect: str) -> None:
 
 _PII_LEAVES = ["c.name", "c.phone", "c.email"]
 _PLAIN_LEAVES = ["c.id", "c.city", "o.amount", "o.note", "'x'", "1"]
+_COLUMN_LEAVES = [leaf for leaf in _PII_LEAVES + _PLAIN_LEAVES if leaf[0].isalpha()]
 _UNARY = [
     "upper({})",
     "length({})",
@@ -634,8 +643,8 @@ _expressions = st.recursive(
         st.tuples(st.sampled_from(_REWRITE), inner).map(
             lambda t: (t[0].format(t[1][0]), t[1][1], t[1][2] or t[1][3], t[1][3])
         ),
-        # a count hides whatever it counts
-        inner.map(lambda t: (f"count({t[0]})", False, False, False)),
+        # a count of a plain column hides it; a count of an expression is traced like it
+        inner.map(lambda t: (f"count({t[0]})", *((False, False, False) if t[0] in _COLUMN_LEAVES else t[1:]))),
     ),
     max_leaves=6,
 )

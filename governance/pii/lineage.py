@@ -496,6 +496,63 @@ def _is_count(node: exp.Expr) -> bool:
     return type(node) is exp.Filter and isinstance(node.this, exp.Expr) and _is_count_type(type(node.this))
 
 
+def _count_parts(node: exp.Expr) -> tuple[exp.Expr, exp.Expr | None, list[exp.Expr] | None]:
+    """(the COUNT node, its FILTER condition or None, the counted expressions)
+    of a node :func:`_is_count` accepts. The counted expressions are None for
+    ``COUNT(*)`` and ``[x]`` / ``[x, y]`` for ``COUNT([DISTINCT] x[, y])``."""
+    condition = None
+    if type(node) is exp.Filter:
+        where = node.expression
+        condition = where.this if isinstance(where, exp.Where) else where
+        node = node.this
+    argument = node.this
+    extra = _child_expressions(node.args.get("expressions"))
+    if isinstance(argument, exp.Star) and not extra:
+        return node, condition, None
+    predicate = _case_filter(argument) if not extra and condition is None else None
+    if predicate is not None:
+        # count(CASE WHEN p THEN 1 END) is count(*) FILTER (WHERE p)
+        return node, predicate, None
+    if isinstance(argument, exp.Distinct):
+        counted = _child_expressions(argument.args.get("expressions"))
+        if argument.args.get("on") is not None:
+            counted.append(argument.args["on"])
+    else:
+        counted = _child_expressions(argument)
+    return node, condition, [*counted, *extra]
+
+
+def _case_filter(node: object) -> exp.Expr | None:
+    """``p`` when ``node`` is ``CASE WHEN p THEN <number> [ELSE NULL] END``
+    or ``IF(p, <number>, NULL)``: counting it is counting the rows where
+    ``p`` holds (a FILTER); else None."""
+    if type(node) is exp.Case and not node.args.get("this") and len(node.args.get("ifs") or []) == 1:
+        branch, otherwise = node.args["ifs"][0], node.args.get("default")
+    elif type(node) is exp.If:
+        branch, otherwise = node, node.args.get("false")
+    else:
+        return None
+    predicate, value = branch.args.get("this"), branch.args.get("true")
+    if otherwise is not None and type(otherwise) is not exp.Null:
+        return None
+    if type(value) is not exp.Literal or value.is_string or not isinstance(predicate, exp.Expr):
+        return None
+    return predicate
+
+
+# Functions that return several rows from a SELECT list (PostgreSQL
+# set-returning functions): in a row source that a count counts, they
+# multiply its rows by whatever their arguments read.
+_SET_RETURNING_TYPES: tuple[type[exp.Expr], ...] = (exp.UDTF, exp.GenerateSeries, exp.Anonymous)
+
+
+def _is_set_returning(node: exp.Expr) -> bool:
+    """A function that may return several rows (an unknown function may)."""
+    if isinstance(node, _SET_RETURNING_TYPES):
+        return True
+    return bool(_function_names(node) & _PURE_TABLE_FUNCTIONS)
+
+
 def _is_count_query(query: exp.Expr) -> bool:
     """A SELECT whose single output is a count (``SELECT count(*) FROM ...``)."""
     if not isinstance(query, exp.Select):
@@ -1191,12 +1248,12 @@ class _Classifier:
             if len(branches) != 2:
                 raise _Unresolved("set operation without branches")
             results = [self._scope_output(branch, index, full) for branch in branches]
-            return _merge([*results, self._limit_taint(scope)])
+            return _merge([*results, self._limit_taint(scope), self._row_choice(scope)])
         if isinstance(expression, exp.Select):
             selects = expression.selects
             if index >= len(selects):
                 raise _Unresolved("output index out of range")
-            return _merge([self._trace(selects[index], scope, full), self._limit_taint(scope)])
+            return _merge([self._trace(selects[index], scope, full), self._limit_taint(scope), self._row_choice(scope)])
         raise _Unresolved(f"unsupported query shape: {type(expression).__name__}")
 
     def _limit_taint(self, scope: Scope) -> _Found:
@@ -1232,13 +1289,13 @@ class _Classifier:
             current = stack.pop()
             self._tick()
             if _is_count(current):
-                # The one exemption: a number of rows (its FILTER included) -
-                # unless personal data multiplies the rows it counts.
-                labels.add("count")
-                if scope is not None:
-                    found = self._count_multiplied(scope)
-                    sources |= found[0]
-                    taints |= found[1]
+                if scope is None:  # a count in a bare VALUES list: an expression like any other
+                    stack.extend(current.iter_expressions())
+                    continue
+                found = self._count(current, scope, full)
+                sources |= found[0]
+                taints |= found[1]
+                labels |= found[2]
                 continue
             node_type = type(current)
             if node_type is exp.Column:
@@ -1295,8 +1352,9 @@ class _Classifier:
         if scope is None:
             raise _Unresolved("subquery without scope")
         if count_exempt and _is_count_query(query):
-            found = self._count_multiplied(scope)
-            return found[0], found[1], frozenset({"count"})
+            # Its one output is a count: exempt or not by the count rules, plus
+            # what chooses its rows by value (GROUP BY / ORDER BY keys, LIMIT).
+            return self._scope_output(scope, 0, True)
         if id(query) in self.shallow:
             return _merge(self._scope_output(scope, i, False) for i in range(self._output_count(scope)))
         return self._full(scope)
@@ -1330,8 +1388,14 @@ class _Classifier:
         if cached is not None:
             return cached
         self.compared[id(scope)] = {}  # a filter reaching its own scope again adds nothing new
+        result = self._compared_in(scope, _conditions(scope.expression))
+        self.compared[id(scope)] = result
+        return result
+
+    def _compared_in(self, scope: Scope, conditions: list[exp.Expr]) -> dict[tuple[str, str], _Found]:
+        """:meth:`_compared` over the given conditions of ``scope`` (its row
+        filters, or a count's FILTER (WHERE ...))."""
         result: dict[tuple[str, str], _Found] = {}
-        conditions = _conditions(scope.expression)
         atoms = [(atom, scope) for atom in _atoms(conditions)]
         for condition in conditions:
             for select in condition.find_all(exp.Select):
@@ -1364,7 +1428,6 @@ class _Classifier:
                     raise _Unresolved("unqualified column compared with personal data")
                 for key in mine:
                     result[key] = _merge([result.get(key, _NOTHING), found])
-        self.compared[id(scope)] = result
         return result
 
     def _is_pii_column(self, key: tuple[str, str], scope: Scope) -> bool:
@@ -1418,31 +1481,69 @@ class _Classifier:
             return _merge(found for (source, _), found in compared.items() if source == alias)
         return _merge([compared.get((alias, name), _NOTHING), compared.get((alias, "*"), _NOTHING)])
 
+    def _count(self, node: exp.Expr, scope: Scope, full: bool) -> _Found:
+        """A count in ``scope``. Exempt - a number of rows, whatever filters
+        them - only when it counts ``*`` or [DISTINCT] plain columns (columns
+        of schema tables, or passed on unchanged by derived tables): then
+        nothing it counts taints, only personal data that decides HOW MANY
+        rows there are beyond filtering them (:meth:`_count_multiplied`, its
+        FILTER read like a WHERE). ``count(CASE WHEN g <= ascii(name) THEN 1
+        END)`` or ``count(DISTINCT g % ascii(name))`` counts a value: its
+        argument is traced like any expression."""
+        _count_node, condition, counted = _count_parts(node)
+        results = [self._count_multiplied(scope)]
+        if condition is not None:
+            results.append(self._filter_multiplied(condition, scope))
+        exempt = counted is None or (bool(counted) and all(self._plain_sources(e, scope) for e in counted))
+        if not exempt:
+            results.extend(self._trace(expression, scope, full) for expression in counted or ())
+        found = _merge(results)
+        return found[0], found[1], frozenset({"count"})
+
+    def _carried(self, scope: Scope, compared: dict[tuple[str, str], _Found]) -> _Found:
+        """Of the columns a filter compares with personal data, those that
+        carry a value into a count: any column but a personal-data column of
+        a schema table (which a count may filter on)."""
+        results = []
+        for (alias, name), found in compared.items():
+            source = scope.sources.get(alias)
+            key = self.synthetic.get(source.name) if isinstance(source, exp.Table) else None
+            if key is None or name == "*" or not self.index.columns(key).get(name):
+                results.append(found)  # a non-personal (or unknown) column carries the value
+        return _merge(results)
+
+    def _filter_multiplied(self, condition: exp.Expr, scope: Scope) -> _Found:
+        """A count's FILTER (WHERE ...) is a row filter like WHERE: ``count(*)
+        FILTER (WHERE g <= ascii(name))`` over a number source is the code."""
+        scope = self._real_scope(scope)
+        return self._memoized(
+            ("filter", id(condition)), lambda: self._carried(scope, self._compared_in(scope, [condition]))
+        )
+
     def _count_multiplied(self, scope: Scope) -> _Found:
         """Personal data that decides HOW MANY rows a count in this scope
         counts beyond filtering them: a table function whose arguments read
         it (``generate_series(1, ascii(name))``), a non-personal column
         compared with it (``JOIN generate_series(1, 200000) g ON g <
-        ascii(name)``), and the same inside the derived tables it reads. A
-        count over such rows is the value itself; a count of rows merely
-        filtered by personal data (``c2.name = c.name``) stays a count."""
+        ascii(name)``), and, for every row source it reads (derived table,
+        CTE, recursive CTE, set operation, LATERAL, VALUES, table function),
+        the same plus whatever sets that source's number of rows
+        (:meth:`_row_count`). A count over such rows is the value itself; a
+        count of rows merely filtered by personal data (``c2.name =
+        c.name``) stays a count."""
         scope = self._real_scope(scope)
 
         def compute() -> _Found:
-            results = []
-            for (alias, name), found in self._compared(scope).items():
-                source = scope.sources.get(alias)
-                key = self.synthetic.get(source.name) if isinstance(source, exp.Table) else None
-                if key is None or name == "*" or not self.index.columns(key).get(name):
-                    results.append(found)  # a non-personal (or unknown) column carries the value
+            if isinstance(scope.expression, exp.SetOperation):
+                branches = scope.set_operation_scopes
+                return _merge([self._row_count(scope), *(self._count_multiplied(b) for b in branches)])
+            results = [self._carried(scope, self._compared(scope))]
             for source in scope.sources.values():
                 if isinstance(source, Scope):
                     real = self._real_scope(source)
                     if isinstance(real.expression, (exp.Select, exp.SetOperation)):
-                        if isinstance(real.expression, exp.SetOperation):
-                            results.extend(self._count_multiplied(b) for b in real.set_operation_scopes)
-                        else:
-                            results.append(self._count_multiplied(real))
+                        results.append(self._count_multiplied(real))
+                        results.append(self._row_count(real))
                     else:  # UNNEST(string_to_array(name, NULL)), VALUES, LATERAL ...
                         results.append(self._pii_only(self._trace(real.expression, real, True)))
                 elif not isinstance(source.this, exp.Identifier):
@@ -1450,6 +1551,229 @@ class _Classifier:
             return _merge(results)
 
         return self._memoized(("multiplied", id(scope)), compute)
+
+    def _row_count(self, scope: Scope) -> _Found:
+        """Personal data that sets the NUMBER of rows of a row source other
+        than by filtering them: a LIMIT / OFFSET / FETCH computed from it;
+        GROUP BY, DISTINCT ON and DISTINCT over expressions of it (``GROUP BY
+        g % ascii(name)`` makes ascii(name) groups); a HAVING that compares
+        it with anything else (:meth:`_having_taint`); a set-returning
+        function in the SELECT list (``SELECT generate_series(1,
+        ascii(name))``); UNION's duplicate removal over such outputs. Bare
+        personal-data columns as keys (``SELECT DISTINCT name``) give the
+        number of distinct values, like ``count(DISTINCT name)``: allowed."""
+        scope = self._real_scope(scope)
+
+        def compute() -> _Found:
+            expression = scope.expression
+            results = [self._limit_taint(scope)]
+            if isinstance(expression, exp.SetOperation):
+                if expression.args.get("distinct"):
+                    results.extend(self._output_key(scope, i) for i in range(self._output_count(scope)))
+                results.append(self._row_choice(scope))
+            elif isinstance(expression, exp.Select):
+                results.append(self._row_choice(scope))
+                if expression.args.get("distinct") is not None:
+                    results.extend(self._output_key(scope, i) for i in range(len(expression.selects)))
+                for item in expression.selects:
+                    if any(_is_set_returning(node) for node in item.walk()):
+                        results.append(self._pii_only(self._trace(item, scope, False)))
+            else:
+                results.append(self._pii_only(self._trace(expression, scope, True)))
+            return _merge(results)
+
+        return self._memoized(("row count", id(scope)), compute)
+
+    # ---- row choice by value: ORDER BY / GROUP BY / DISTINCT ON / HAVING ----
+
+    def _row_choice(self, scope: Scope) -> _Found:
+        """Personal data by which a query's sort, grouping or DISTINCT ON keys,
+        or a mixed HAVING, choose or shape its rows, in ANY scope (the
+        outermost included). It taints every output of the scope: ``ORDER BY
+        abs(g - ascii(name)) LIMIT 1`` returns the g equal to the code,
+        ``min(g) ... GROUP BY g < ascii(name)`` splits g at it. A key that
+        is a bare column (a personal-data one included: ``ORDER BY name``,
+        ``GROUP BY name``) orders or groups without computing on the value:
+        it adds only what already taints that column besides its own value
+        (:meth:`_key`). ORDER BY taints with or without LIMIT: the model sees
+        the order, and the executor's row cap is a LIMIT."""
+        expression = scope.expression
+        if isinstance(expression, exp.SetOperation):
+            order = expression.args.get("order")
+            if not order:
+                return _NOTHING
+
+            def compute_set() -> _Found:
+                width = self._output_count(scope)
+                names = [s.alias_or_name for s in _leftmost_select(expression).selects]
+                results = []
+                for key in order.expressions:
+                    while isinstance(key, exp.Ordered):
+                        key = key.this
+                    if isinstance(key, exp.Literal) and key.is_int and 0 < int(key.this) <= width:
+                        indexes = [int(key.this) - 1]
+                    elif type(key) is exp.Column and not key.table and not isinstance(key.this, exp.Star):
+                        indexes = [i for i, name in enumerate(names) if name == key.name]
+                    else:
+                        indexes = []
+                    if not indexes:
+                        raise _Unresolved("set operation ordered by an expression")
+                    results.extend(self._output_key(scope, i) for i in indexes)
+                return _merge(results)
+
+            return self._memoized(("choice", id(scope)), compute_set)
+        if not isinstance(expression, exp.Select):
+            return _NOTHING
+        keys: list[exp.Expr] = []
+        order = expression.args.get("order")
+        if order is not None:
+            keys.extend(order.expressions)
+        distinct = expression.args.get("distinct")
+        on = distinct.args.get("on") if isinstance(distinct, exp.Distinct) else None
+        if isinstance(on, exp.Expr):
+            keys.append(on)
+        group = expression.args.get("group")
+        if group is not None:
+            keys.extend(group.iter_expressions())
+        having = expression.args.get("having")
+        if not keys and having is None:
+            return _NOTHING
+
+        def compute() -> _Found:
+            return _merge([*(self._key(key, scope) for key in keys), self._having_taint(scope)])
+
+        return self._memoized(("choice", id(scope)), compute)
+
+    def _key(self, key: exp.Expr, scope: Scope) -> _Found:
+        """Personal data in one sort / grouping key of ``scope``. Output
+        references (``ORDER BY 2``, ``ORDER BY alias``) mean that output's
+        expression. An expression reading personal data is the value (any
+        function, operator or comparison of it); a bare column adds only what
+        taints it besides its own value (a comparison in WHERE, an outer
+        join), so ``ORDER BY name`` alone reveals order, never a value."""
+        while isinstance(key, exp.Ordered):
+            key = key.this
+        if isinstance(key, (exp.Tuple, exp.Rollup, exp.Cube, exp.GroupingSets)):
+            return _merge(self._key(child, scope) for child in key.iter_expressions())
+        select = scope.expression
+        if isinstance(select, exp.Select):
+            if isinstance(key, exp.Literal) and key.is_int:
+                index = int(key.this) - 1
+                if not 0 <= index < len(select.selects):
+                    raise _Unresolved("key position out of range")
+                return self._output_key(scope, index)
+            if type(key) is exp.Column and not key.table and not isinstance(key.this, exp.Star):
+                indexes = [i for i, item in enumerate(select.selects) if item.alias_or_name == key.name]
+                if not indexes:
+                    raise _Unresolved(f"key {key.name!r} not resolved")
+                return _merge(self._output_key(scope, i) for i in indexes)
+        found = self._pii_only(self._trace(key, scope, False))
+        if type(key) is exp.Column and key.table:
+            plain = self._plain_sources(key, scope)
+            if plain:
+                found = found[0] - plain, found[1], found[2]
+            else:
+                source = self._find_source(key.table, scope)[0]
+                if isinstance(source, exp.Table) and isinstance(source.this, exp.Identifier):
+                    if source.name not in self.synthetic:  # a bare column of an unknown relation
+                        found = found[0], found[1] - self._unknown_relation(source.name)[1], found[2]
+        return found
+
+    def _output_key(self, scope: Scope, index: int) -> _Found:
+        """:meth:`_key` of output ``index`` of a query (each branch's for a
+        set operation): what a DISTINCT or an output reference in ORDER BY
+        orders or groups by."""
+        scope = self._real_scope(scope)
+        expression = scope.expression
+        if isinstance(expression, exp.SetOperation):
+            branches = scope.set_operation_scopes
+            if len(branches) != 2:
+                raise _Unresolved("set operation without branches")
+            return _merge(self._output_key(branch, index) for branch in branches)
+        if isinstance(expression, exp.Select):
+            selects = expression.selects
+            if index >= len(selects):
+                raise _Unresolved("output index out of range")
+            item = selects[index]
+            if isinstance(item, exp.Alias):
+                item = item.this
+            if type(item) is exp.Column and not item.table:
+                raise _Unresolved(f"column {item.name!r} not resolved")
+            return self._key(item, scope)
+        return self._pii_only(self._trace(expression, scope, False))
+
+    def _having_taint(self, scope: Scope) -> _Found:
+        """A HAVING atom that compares personal data with anything but itself
+        (a count, an aggregate of another column: ``HAVING count(*) <
+        ascii(max(name))``) keeps the groups whose size or sum is below the
+        value, so every output of the query carries it. ``HAVING max(name)
+        LIKE 'A%'`` only filters groups, like WHERE."""
+        having = scope.expression.args.get("having")
+        if having is None:
+            return _NOTHING
+        results = []
+        for atom in _atoms(having):
+            found = self._atom_values(atom, scope, scope)
+            if (found[0] or found[1]) and not self._pure_filter(atom, scope):
+                results.append(found)
+        return _merge(results)
+
+    def _pure_filter(self, atom: exp.Expr, scope: Scope) -> bool:
+        """Does a predicate read nothing but plain personal-data columns
+        (and constants)? Then it compares the value with constants only."""
+        for node in atom.walk():
+            if isinstance(node, (exp.Count, exp.Query, exp.TableColumn, exp.Window, exp.Star)):
+                return False
+            if self.node_taint(node):
+                return False
+            if type(node) is exp.Column:
+                plain = self._plain_sources(node, self._scope_of(node))
+                if not plain or not all(self.index.columns(key).get(column) for key, column in plain):
+                    return False
+        return True
+
+    def _plain_sources(self, node: exp.Expr, scope: Scope, depth: int = 0) -> frozenset[Source] | None:
+        """The schema columns a bare column reference passes on unchanged
+        (through derived tables, CTEs and set operations that select it as
+        is), or None when it is anything else: an expression, a column of a
+        table function, VALUES or unknown relation, a computed output."""
+        if type(node) is not exp.Column or not node.table or isinstance(node.this, exp.Star) or depth > 32:
+            return None
+        self._tick()
+        source = self._find_source(node.table, scope)[0]
+        if isinstance(source, exp.Table):
+            key = self.synthetic.get(source.name) if isinstance(source.this, exp.Identifier) else None
+            if key is None or node.name not in self.index.columns(key):
+                return None
+            return frozenset({(key, node.name)})
+        inner = self._real_scope(source)
+        expression = inner.expression
+        if not isinstance(expression, (exp.Select, exp.SetOperation)):
+            return None
+        if inner.outer_columns:
+            names = [column.lower() for column in inner.outer_columns]
+        else:
+            names = [s.alias_or_name for s in _leftmost_select(expression).selects]
+        indexes = [i for i, name in enumerate(names) if name == node.name]
+        if len(indexes) != 1:
+            return None
+        return self._plain_output(inner, indexes[0], depth + 1)
+
+    def _plain_output(self, scope: Scope, index: int, depth: int) -> frozenset[Source] | None:
+        scope = self._real_scope(scope)
+        expression = scope.expression
+        if isinstance(expression, exp.SetOperation):
+            branches = scope.set_operation_scopes
+            found = [self._plain_output(branch, index, depth + 1) for branch in branches]
+            if len(branches) != 2 or any(f is None for f in found):
+                return None
+            return frozenset().union(*found)  # type: ignore[arg-type]
+        if not isinstance(expression, exp.Select) or index >= len(expression.selects):
+            return None
+        item = expression.selects[index]
+        if isinstance(item, exp.Alias):
+            item = item.this
+        return self._plain_sources(item, scope, depth + 1)
 
     def _full(self, scope: Scope) -> _Found:
         """Every output of a scope plus whatever chooses its rows."""
