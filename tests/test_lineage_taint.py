@@ -55,6 +55,11 @@ TAINTED = {"김민준": "name", "010-1234-5678": "phone"}
 REPLACEMENT = {"김민준": "홍길동", "010-1234-5678": "011-9999-0000"}
 
 
+# A number source every dialect runs: g = 1..40 (a recursive CTE).
+_N40 = "WITH RECURSIVE n(g) AS (SELECT 1 UNION ALL SELECT g + 1 FROM n WHERE g < 40) "
+_E = {0: "email"}
+
+
 @dataclass(frozen=True)
 class Case:
     sql: str
@@ -297,6 +302,133 @@ CASES: list[Case] = [
         "SELECT * FROM dblink('dbname=x', 'SELECT name FROM customers') AS t(a text)", 1, {0: CONNECTION}, (PG,), False
     ),
     Case("SELECT query_to_xml('SELECT name FROM customers', true, false, '')", 1, {0: CONNECTION}, (PG,)),
+    # --- a count that IS the value: its argument, its FILTER, the number of rows it counts ---
+    Case(_N40 + "SELECT count(CASE WHEN n.g <= length(c.email) THEN 1 END) FROM n, customers c WHERE c.id = 1", 1, _E),
+    Case(
+        _N40 + "SELECT count(DISTINCT CASE WHEN n.g <= length(c.email) THEN n.g END) FROM n, customers c "
+        "WHERE c.id = 1",
+        1,
+        _E,
+    ),
+    Case(_N40 + "SELECT count(DISTINCT n.g % length(c.email)) FROM n, customers c WHERE c.id = 1", 1, _E),
+    Case(_N40 + "SELECT count(nullif(n.g <= length(c.email), false)) FROM n, customers c WHERE c.id = 1", 1, _E),
+    Case(
+        _N40 + "SELECT count(*) FILTER (WHERE n.g <= length(c.email)) FROM n, customers c WHERE c.id = 1",
+        1,
+        _E,
+        (PG, LITE),
+    ),
+    Case(
+        _N40 + "SELECT count(*) FROM (SELECT n.g FROM n LIMIT (SELECT length(email) FROM customers WHERE id = 1)) s",
+        1,
+        _E,
+        (PG, LITE),
+    ),
+    Case(
+        _N40 + "SELECT count(*) FROM (SELECT n.g % length(c.email) AS k FROM n, customers c WHERE c.id = 1 "
+        "GROUP BY n.g % length(c.email)) s",
+        1,
+        _E,
+    ),
+    Case(
+        _N40 + "SELECT count(*) FROM (SELECT DISTINCT n.g % length(c.email) AS k FROM n, customers c "
+        "WHERE c.id = 1) s",
+        1,
+        _E,
+    ),
+    Case(
+        _N40 + "SELECT count(*) FROM (SELECT a.g FROM n a, n b, customers c WHERE c.id = 1 AND b.g <= a.g "
+        "GROUP BY a.g HAVING count(*) <= length(max(c.email))) s",
+        1,
+        _E,
+    ),
+    Case(
+        _N40 + "SELECT count(*) FROM (SELECT n.g FROM n UNION SELECT n.g % length(c.email) FROM n, customers c "
+        "WHERE c.id = 1) s",
+        1,
+        _E,
+    ),
+    Case("SELECT count(*) FROM (SELECT generate_series(1, length(email)) FROM customers WHERE id = 1) s", 1, _E, (PG,)),
+    Case(
+        "WITH RECURSIVE r(k) AS (SELECT 1 UNION ALL SELECT r.k + 1 FROM r, customers c "
+        "WHERE c.id = 1 AND r.k < length(c.email)) SELECT count(*) FROM r",
+        1,
+        _E,
+    ),
+    # --- row choice by value: ORDER BY / GROUP BY / DISTINCT ON / HAVING keys computed from it ---
+    Case(_N40 + "SELECT n.g FROM n, customers c WHERE c.id = 1 ORDER BY abs(n.g - length(c.email)) LIMIT 1", 1, _E),
+    Case(
+        _N40 + "SELECT x.g FROM (SELECT n.g FROM n, customers c WHERE c.id = 1 "
+        "ORDER BY abs(n.g - length(c.email)) LIMIT 1) x",
+        1,
+        _E,
+    ),
+    Case(
+        _N40 + ", pick AS (SELECT n.g FROM n, customers c WHERE c.id = 1 ORDER BY abs(n.g - length(c.email)) "
+        "LIMIT 1) SELECT pick.g FROM pick",
+        1,
+        _E,
+    ),
+    Case(
+        _N40 + "SELECT min(n.g) AS m FROM n, customers c WHERE c.id = 1 GROUP BY n.g < length(c.email) "
+        "ORDER BY m DESC LIMIT 1",
+        1,
+        _E,
+    ),
+    Case(
+        _N40 + "SELECT n.g, abs(n.g - length(c.email)) AS d FROM n, customers c WHERE c.id = 1 ORDER BY d LIMIT 1",
+        2,
+        {0: "email", 1: "email"},
+    ),
+    Case(
+        _N40 + "SELECT n.g, n.g < length(c.email) FROM n, customers c WHERE c.id = 1 ORDER BY 2 DESC, 1 DESC LIMIT 1",
+        2,
+        {0: "email", 1: "email"},
+    ),
+    Case(
+        _N40 + "SELECT a.g FROM n a, n b, customers c WHERE c.id = 1 AND b.g <= a.g GROUP BY a.g "
+        "HAVING count(*) <= length(max(c.email)) ORDER BY a.g DESC LIMIT 1",
+        1,
+        _E,
+    ),
+    Case(
+        "SELECT DISTINCT ON (g < length(c.email)) g FROM generate_series(1, 40) g, customers c WHERE c.id = 1 "
+        "ORDER BY g < length(c.email), g DESC",
+        1,
+        _E,
+        (PG,),
+    ),
+    Case(
+        "SELECT g FROM generate_series(1, 40) g, customers c WHERE c.id = 1 "
+        "ORDER BY abs(g - length(c.email)) FETCH FIRST 1 ROWS ONLY",
+        1,
+        _E,
+        (PG,),
+    ),
+    Case(
+        "SELECT l.g FROM customers c, LATERAL (SELECT g FROM generate_series(1, 40) g "
+        "ORDER BY abs(g - length(c.email)) LIMIT 1) l WHERE c.id = 1",
+        1,
+        _E,
+        (PG,),
+    ),
+    # ... while counts, sorts and groups over plain columns stay readable
+    Case("SELECT count(*) FROM customers WHERE name LIKE '김%'", 1, {}, attack=False),
+    Case("SELECT count(*) FROM (SELECT DISTINCT name FROM customers) s", 1, {}, attack=False),
+    Case("SELECT count(DISTINCT x.phone) FROM (SELECT phone FROM customers WHERE city = '서울') x", 1, {}, attack=False),
+    Case("SELECT count(*) FROM (SELECT id FROM customers WHERE phone LIKE '010%' LIMIT 2) s", 1, {}, attack=False),
+    Case("SELECT count(IF(name LIKE '김%', 1, NULL)) FROM customers", 1, {}, (MY,), attack=False),
+    Case("SELECT id FROM customers ORDER BY name LIMIT 1", 1, {}, attack=False),
+    Case("SELECT DISTINCT ON (name) id FROM customers ORDER BY name, id", 1, {}, (PG,), attack=False),
+    Case("SELECT city, count(*) FROM customers GROUP BY city HAVING max(name) LIKE '김%'", 2, {}, attack=False),
+    Case(
+        "SELECT c.city, count(*) FROM customers c JOIN orders o ON o.customer_id = c.id WHERE c.name LIKE '김%' "
+        "GROUP BY c.city ORDER BY 2 DESC LIMIT 5",
+        2,
+        {},
+        attack=False,
+    ),
+    Case("SELECT x.id FROM (SELECT id, name FROM customers) x ORDER BY x.name LIMIT 2", 1, {}, attack=False),
     # --- must stay readable: counts ---
     Case("SELECT count(*) FROM customers", 1, {}, attack=False),
     Case("SELECT count(DISTINCT phone), count(email) FROM customers", 2, {}, attack=False),

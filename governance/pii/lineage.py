@@ -46,26 +46,63 @@ personal-data value in any way:
   over free text afterwards cannot recognise a rewritten phone number, so
   the output is masked in doubt.
 
-The ONLY exemption is a count. ``COUNT(*)``, ``COUNT(x)``, ``COUNT(DISTINCT
-x)``, with or without ``FILTER (WHERE ...)``, and a scalar or IN subquery
-whose single output is such a count return a number of rows, not a value:
-what they count or filter does not taint. (A count over a filter is a yes/no
-oracle on the same footing as a top-level WHERE, which is accepted; a
-windowed count still taints through its PARTITION BY / ORDER BY.) Not
-exempt: a count of rows that personal data MULTIPLIES rather than filters -
-``count(*) FROM customers c, generate_series(1, ascii(c.name))``, or a join
-``ON g < ascii(c.name)`` against a number source - which is the value
-itself (:meth:`_Classifier._count_multiplied`).
+The ONLY exemption is a count, and only of a plain shape: ``COUNT(*)``,
+``COUNT(x)`` or ``COUNT(DISTINCT x[, y])`` where every ``x`` is a BARE
+column of a schema table (or one a derived table / CTE / set operation
+passes on unchanged), with or without ``FILTER (WHERE ...)``; also
+``COUNT(CASE WHEN p THEN 1 END)`` / ``COUNT(IF(p, 1, NULL))``, read as
+``COUNT(*) FILTER (WHERE p)``; and a scalar or IN subquery whose single
+output is such a count. They return a number of rows, not a value: what they
+count or filter does not taint (``count(*) FROM customers WHERE name LIKE
+'김%'``, ``count(DISTINCT phone)``, ``count(*) FILTER (WHERE name LIKE
+'A%')``). A count filter is a yes/no oracle on the same footing as a
+top-level WHERE, which is accepted; a windowed count still taints through
+its PARTITION BY / ORDER BY. NOT exempt (:meth:`_Classifier._count`):
 
-Row choice. The OUTERMOST query's WHERE / JOIN ON / GROUP BY / HAVING /
-ORDER BY / LIMIT, and the row filters of the CTEs and derived tables it
-reads, do not taint outputs: they choose rows, like counting. GROUP BY
-included: ``SELECT city FROM customers GROUP BY city, name`` returns cities;
-``SELECT max(id) FROM customers GROUP BY name`` returns one id per name,
-which is acceptable because ids are not personal data. Grouping or ordering
-by a personal-data column never puts its value in an output. Two exceptions,
-where a filter decides an output's VALUE rather than which rows exist:
+* a count of an EXPRESSION: its argument is traced like any expression
+  (``count(NULLIF(g <= ascii(name), false))``, ``count(DISTINCT g %
+  ascii(name))``, ``count(CASE WHEN g <= ascii(name) THEN g END)``);
+* a count of rows that personal data MULTIPLIES or MAKES rather than
+  filters (:meth:`_Classifier._count_multiplied`): a WHERE / JOIN ON /
+  HAVING atom, or the count's own FILTER, comparing a non-personal column
+  with it (``count(*) FILTER (WHERE g <= ascii(name))`` over ``g =
+  1..N`` is the code); a table function whose arguments read it
+  (``generate_series(1, ascii(name))``); and, for every row source counted
+  (derived table, CTE, recursive CTE and its recursion condition, set
+  operation, LATERAL, VALUES), the same inside it plus whatever sets its
+  NUMBER of rows (:meth:`_Classifier._row_count`): a LIMIT / OFFSET / FETCH
+  computed from personal data, GROUP BY / DISTINCT / DISTINCT ON / UNION's
+  duplicate removal over expressions of it, a HAVING comparing it with
+  anything else, a set-returning function in the SELECT list
+  (``SELECT generate_series(1, ascii(name))``). Bare personal-data columns
+  there (``SELECT DISTINCT name``) give the number of distinct values, like
+  ``count(DISTINCT name)``: still exempt.
 
+Row choice. The WHERE / JOIN ON filters of any query, and the row filters of
+the CTEs and derived tables it reads, do not taint outputs: they choose
+rows, like counting. ``SELECT id FROM customers WHERE name = '김민준'``
+returns ids. Sorting, grouping and DISTINCT ON by a BARE column do not
+either, a personal-data one included: ``SELECT city FROM customers GROUP BY
+city, name``, ``SELECT max(id) FROM customers GROUP BY name``, ``SELECT id
+FROM customers ORDER BY name LIMIT 1`` reveal an order or a grouping of the
+values, never a value (accepted, like a filter). Exceptions, where the row
+choice decides an output's VALUE:
+
+* in ANY scope (the outermost included), an ORDER BY / GROUP BY / DISTINCT
+  ON key that is an EXPRESSION reading personal data (anything but a bare
+  column; output references ``ORDER BY 2`` / ``ORDER BY alias`` mean that
+  output's expression), or a HAVING atom comparing personal data with
+  anything but constants (``HAVING count(*) < ascii(max(name))``), taints
+  every output of that scope, and through derived tables and CTEs the outer
+  outputs that read them (:meth:`_Classifier._row_choice`): ``SELECT g FROM
+  generate_series(1, 200000) g, customers c ORDER BY abs(g -
+  ascii(c.name)) LIMIT 1`` returns the code, ``min(g) ... GROUP BY g <
+  ascii(c.name)`` splits g at it. ORDER BY taints with or without LIMIT:
+  the model sees the order, and the executor's row cap is a LIMIT. This is
+  deliberately coarse: ``SELECT city, count(*) FROM customers GROUP BY
+  city, length(name)`` is masked too;
+* a LIMIT / OFFSET / FETCH computed from personal data ends a number
+  sequence at the value: it taints every output of its query;
 * a column compared with personal data in one predicate (an atom of WHERE /
   ON / HAVING, split on AND / OR / NOT) carries it: ``SELECT g FROM
   generate_series(1, 200000) g, customers c WHERE g = ascii(c.name)``
@@ -100,7 +137,12 @@ How it works:
 
 Known limits (accepted, stated so they are not mistaken for coverage):
 filters and counts remain yes/no oracles (``WHERE name LIKE '김%'`` with a
-count or a row count, asked many times, narrows a value down); and free-text
+count or a row count, asked many times, narrows a value down); sorting or
+grouping by a bare personal-data column reveals the order / grouping of the
+values; the NUMBER of rows of the result itself is not masked (masking hides
+values, not rows): ``SELECT 1 FROM customers c, generate_series(1,
+ascii(c.name))`` returns as many rows as the code - the executor's row cap
+and the caller must treat the row count of such a result as data; and free-text
 (unclassified) columns are protected by the value detectors only, so a
 comparison or position over them (``strpos(memo, '010-1')``) or cutting
 them into short pieces (``substr(memo, g, 1)`` per row) is not masked - only
@@ -856,6 +898,9 @@ class _Classifier:
         self.plain_scopes: set[int] = set()
         self.shallow: frozenset[int] | set[int] = frozenset()  # nested queries read by their outputs only
         self.pii_names: set[str] = set()  # lowercased PII column names of the referenced tables
+        # Output-name references inside ORDER BY / DISTINCT ON expressions
+        # (left unqualified by qualify) -> the output expressions they mean.
+        self.alias_refs: dict[int, list[exp.Expr]] = {}
         self._names_cache: tuple[exp.Expr, list[str | None]] | None = None
 
     # ---- kinds of non-column taints ----------------------------------------
@@ -1115,6 +1160,8 @@ class _Classifier:
         for scope in scopes:
             self.scope_by_expression[id(scope.expression)] = scope
             self.traversed.add(id(scope))
+        for scope in scopes:
+            self._map_alias_refs(scope)
 
         count = self._output_count(root_scope)
         if self.n_columns is not None and self.n_columns != count:
@@ -1128,6 +1175,64 @@ class _Classifier:
             self._output(index, display[index], self._scope_output(root_scope, index, full=False))
             for index in range(count)
         ]
+
+    def _map_alias_refs(self, scope: Scope) -> None:
+        """Record what an unqualified name inside an ORDER BY / DISTINCT ON
+        expression of this query means (``ORDER BY abs(g - ascii(c.name))``
+        with an output ``g``): qualify leaves it unqualified as an output
+        reference. PostgreSQL reads a name inside an expression as an INPUT
+        column first, so when an input column of that name may exist and the
+        output is not that very column, the meaning is not certain:
+        unresolved (masks more)."""
+        select = scope.expression
+        if not isinstance(select, exp.Select):
+            return
+        keys: list[exp.Expr] = []
+        order = select.args.get("order")
+        if order is not None:
+            keys.extend(order.expressions)
+        distinct = select.args.get("distinct")
+        on = distinct.args.get("on") if isinstance(distinct, exp.Distinct) else None
+        if isinstance(on, exp.Expr):
+            keys.append(on)
+        if not keys:
+            return
+        outputs: dict[str, list[exp.Expr]] = {}
+        for item in select.selects:
+            outputs.setdefault(item.alias_or_name, []).append(item.this if isinstance(item, exp.Alias) else item)
+        for key in keys:
+            while isinstance(key, exp.Ordered):
+                key = key.this
+            if type(key) is exp.Column:
+                continue  # a bare key: see _key
+            for node in key.find_all(exp.Column):
+                if node.table or isinstance(node.this, exp.Star) or node.find_ancestor(exp.Select) is not select:
+                    continue
+                items = outputs.get(node.name)
+                if items is None:
+                    continue  # unresolved: _trace refuses it
+                same = all(type(item) is exp.Column and item.name == node.name for item in items)
+                if not same and self._may_have_column(scope, node.name):
+                    raise _Unresolved(f"{node.name!r} in ORDER BY is an output and maybe an input column")
+                self.alias_refs[id(node)] = items
+
+    def _may_have_column(self, scope: Scope, name: str) -> bool:
+        for source in scope.sources.values():
+            if isinstance(source, exp.Table):
+                key = self.synthetic.get(source.name) if isinstance(source.this, exp.Identifier) else None
+                if key is None or name in self.index.columns(key):
+                    return True
+                continue
+            expression = source.expression
+            if not isinstance(expression, (exp.Select, exp.SetOperation)):
+                return True
+            if source.outer_columns:
+                names = [column.lower() for column in source.outer_columns]
+            else:
+                names = [s.alias_or_name for s in _leftmost_select(expression).selects]
+            if name in names:
+                return True
+        return False
 
     def _values_root(self, root: exp.Values, names: list[str | None]) -> list[OutputColumn]:
         # A bare VALUES list reads nothing unless it nests a query or a column;
@@ -1301,6 +1406,10 @@ class _Classifier:
             if node_type is exp.Column:
                 if isinstance(current.this, exp.Star):
                     raise _Unresolved("* could not be expanded")
+                refs = self.alias_refs.get(id(current)) if not current.table else None
+                if refs is not None:  # an output name inside ORDER BY / DISTINCT ON: that output
+                    stack.extend(refs)
+                    continue
                 if scope is None:
                     raise _Unresolved(f"column {current.name!r} outside a query")
                 found = self._column(current, scope, full)
@@ -2112,12 +2221,18 @@ class _Classifier:
         pii_names = {column for _, column in pii}
         conditions = [root.args.get(key) for key in ("where", "having", "qualify")]
         conditions.extend(join.args.get("on") for join in joins)
+        for node in root.find_all(exp.Count, exp.Filter):
+            if _is_count(node):  # a count's FILTER (WHERE ...) is a row filter too
+                conditions.append(_count_parts(node)[1])
         for atom in _atoms(conditions):
             # A column compared with personal data carries it (see _compared):
             # by name alone the comparison cannot be placed, so mask everything.
+            # So does a count compared with it in HAVING (see _having_taint).
             names = {node.name.lower() for node in atom.find_all(exp.Column)}
-            if names & pii_names and names - pii_names:
+            if names & pii_names and (names - pii_names or atom.find(exp.Count)):
                 return None
+        if self._keys_read_pii_by_name(root, pii_names):
+            return None  # row choice by value (see _row_choice): every output
         known_keys = {key for keys in by_alias.values() for key in keys}
         by_column: dict[str, list[Source]] = {}
         for key in known_keys:
@@ -2139,6 +2254,9 @@ class _Classifier:
             while stack:
                 current = stack.pop()
                 if _is_count(current):
+                    counted = _count_parts(current)[2]
+                    if counted is not None and not all(type(node) is exp.Column for node in counted):
+                        stack.extend(counted)  # a count of an expression is that expression
                     continue
                 if _is_star(current) or isinstance(current, (exp.Query, exp.Exists)):
                     return None
@@ -2172,3 +2290,39 @@ class _Classifier:
                 stack.extend(current.iter_expressions())
             result.append((_display_name(select, self.dialect), sources, taints))
         return result
+
+    def _keys_read_pii_by_name(self, root: exp.Select, pii_names: set[str]) -> bool:
+        """Does an ORDER BY / GROUP BY / DISTINCT ON key of a flat SELECT that
+        is not a bare column name a personal-data column (or hold anything
+        that may read one)? Output references mean the output's expression."""
+        keys: list[exp.Expr] = []
+        order = root.args.get("order")
+        if order is not None:
+            keys.extend(order.expressions)
+        distinct = root.args.get("distinct")
+        on = distinct.args.get("on") if isinstance(distinct, exp.Distinct) else None
+        if isinstance(on, exp.Expr):
+            keys.extend(on.expressions if isinstance(on, exp.Tuple) else [on])
+        group = root.args.get("group")
+        if group is not None:
+            keys.extend(group.iter_expressions())
+        aliases = {select.alias.lower(): select.this for select in root.selects if isinstance(select, exp.Alias)}
+        for key in keys:
+            while isinstance(key, exp.Ordered):
+                key = key.this
+            if isinstance(key, exp.Literal) and key.is_int:
+                index = int(key.this) - 1
+                if not 0 <= index < len(root.selects):
+                    return True
+                key = root.selects[index]
+                key = key.this if isinstance(key, exp.Alias) else key
+            elif type(key) is exp.Column and not key.table and key.name.lower() in aliases:
+                key = aliases[key.name.lower()]
+            if type(key) is exp.Column:
+                continue
+            for node in key.walk():
+                if isinstance(node, (exp.Query, exp.TableColumn, exp.Star)) or self.node_taint(node):
+                    return True
+                if isinstance(node, (exp.Column, exp.Var)) and node.name.lower() in pii_names:
+                    return True
+        return False
