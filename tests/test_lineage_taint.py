@@ -331,8 +331,7 @@ CASES: list[Case] = [
         _E,
     ),
     Case(
-        _N40 + "SELECT count(*) FROM (SELECT DISTINCT n.g % length(c.email) AS k FROM n, customers c "
-        "WHERE c.id = 1) s",
+        _N40 + "SELECT count(*) FROM (SELECT DISTINCT n.g % length(c.email) AS k FROM n, customers c WHERE c.id = 1) s",
         1,
         _E,
     ),
@@ -415,7 +414,9 @@ CASES: list[Case] = [
     # ... while counts, sorts and groups over plain columns stay readable
     Case("SELECT count(*) FROM customers WHERE name LIKE '김%'", 1, {}, attack=False),
     Case("SELECT count(*) FROM (SELECT DISTINCT name FROM customers) s", 1, {}, attack=False),
-    Case("SELECT count(DISTINCT x.phone) FROM (SELECT phone FROM customers WHERE city = '서울') x", 1, {}, attack=False),
+    Case(
+        "SELECT count(DISTINCT x.phone) FROM (SELECT phone FROM customers WHERE city = '서울') x", 1, {}, attack=False
+    ),
     Case("SELECT count(*) FROM (SELECT id FROM customers WHERE phone LIKE '010%' LIMIT 2) s", 1, {}, attack=False),
     Case("SELECT count(IF(name LIKE '김%', 1, NULL)) FROM customers", 1, {}, (MY,), attack=False),
     Case("SELECT id FROM customers ORDER BY name LIMIT 1", 1, {}, attack=False),
@@ -592,6 +593,26 @@ def test_fallback_applies_taint_rules_by_name() -> None:
     outputs = classify_outputs(sql, PG, CUSTOMER_SCHEMA, 5, tainted_literals=TAINTED)
     assert all(o.reason.startswith("lineage unresolved") for o in outputs)
     assert _masked(outputs) == {0: "name", 1: CONNECTION, 3: DOUBT, 4: "name"}
+
+
+def test_fallback_applies_count_and_row_choice_rules_by_name() -> None:
+    # `score` is unqualified next to an unknown table: the name-based fallback decides
+    base = "FROM customers c JOIN loyalty u ON 1 = 1"
+    for sql, n, masked in [
+        (f"SELECT c.id, score {base} ORDER BY c.name LIMIT 1", 2, {1: CONNECTION}),
+        (f"SELECT c.id, c.city {base} ORDER BY abs(score - ascii(c.name)) LIMIT 1", 2, None),
+        (f"SELECT c.city, count(*) {base} GROUP BY c.city, score < length(c.phone)", 2, None),
+        (f"SELECT c.city, count(score % ascii(c.name)) {base} GROUP BY c.city", 2, {1: CONNECTION}),
+        (f"SELECT c.city, count(DISTINCT c.phone), count(score) {base} GROUP BY c.city", 3, {2: CONNECTION}),
+        (f"SELECT c.city, count(*) FILTER (WHERE score <= ascii(c.name)) {base} GROUP BY c.city", 2, None),
+        (f"SELECT c.city, count(*) {base} GROUP BY c.city, score HAVING count(*) < ascii(max(c.name))", 2, None),
+    ]:
+        outputs = classify_outputs(sql, PG, CUSTOMER_SCHEMA, n)
+        assert all(o.reason.startswith("lineage unresolved") for o in outputs), outputs
+        if masked is None:  # row choice by value, or a mixed filter: every output masked
+            assert all(o.pii_kind for o in outputs), (sql, outputs)
+        else:
+            assert _masked(outputs) == masked, (sql, outputs)
 
 
 def test_budget_overrun_masks() -> None:

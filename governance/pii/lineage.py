@@ -1680,6 +1680,7 @@ class _Classifier:
                 if expression.args.get("distinct"):
                     results.extend(self._output_key(scope, i) for i in range(self._output_count(scope)))
                 results.append(self._row_choice(scope))
+                results.extend(self._row_count(branch) for branch in scope.set_operation_scopes)
             elif isinstance(expression, exp.Select):
                 results.append(self._row_choice(scope))
                 if expression.args.get("distinct") is not None:
@@ -1776,6 +1777,10 @@ class _Classifier:
                 if not indexes:
                     raise _Unresolved(f"key {key.name!r} not resolved")
                 return _merge(self._output_key(scope, i) for i in indexes)
+        return self._key_value(key, scope)
+
+    def _key_value(self, key: exp.Expr, scope: Scope) -> _Found:
+        """:meth:`_key` of an expression (no output reference)."""
         found = self._pii_only(self._trace(key, scope, False))
         if type(key) is exp.Column and key.table:
             plain = self._plain_sources(key, scope)
@@ -1808,7 +1813,7 @@ class _Classifier:
                 item = item.this
             if type(item) is exp.Column and not item.table:
                 raise _Unresolved(f"column {item.name!r} not resolved")
-            return self._key(item, scope)
+            return self._key_value(item, scope)
         return self._pii_only(self._trace(expression, scope, False))
 
     def _having_taint(self, scope: Scope) -> _Found:
@@ -2255,7 +2260,9 @@ class _Classifier:
                 current = stack.pop()
                 if _is_count(current):
                     counted = _count_parts(current)[2]
-                    if counted is not None and not all(type(node) is exp.Column for node in counted):
+                    if counted is not None and not all(
+                        type(node) is exp.Column and node.name.lower() in by_column for node in counted
+                    ):
                         stack.extend(counted)  # a count of an expression is that expression
                     continue
                 if _is_star(current) or isinstance(current, (exp.Query, exp.Exists)):
