@@ -420,6 +420,8 @@ CASES: list[Case] = [
     Case("SELECT count(*) FROM (SELECT id FROM customers WHERE phone LIKE '010%' LIMIT 2) s", 1, {}, attack=False),
     Case("SELECT count(IF(name LIKE '김%', 1, NULL)) FROM customers", 1, {}, (MY,), attack=False),
     Case("SELECT id FROM customers ORDER BY name LIMIT 1", 1, {}, attack=False),
+    Case("SELECT id FROM customers ORDER BY name COLLATE NOCASE DESC LIMIT 1", 1, {}, (LITE,), attack=False),
+    Case("SELECT id FROM customers ORDER BY (name) DESC", 1, {}, attack=False),
     Case("SELECT DISTINCT ON (name) id FROM customers ORDER BY name, id", 1, {}, (PG,), attack=False),
     Case("SELECT city, count(*) FROM customers GROUP BY city HAVING max(name) LIKE '김%'", 2, {}, attack=False),
     Case(

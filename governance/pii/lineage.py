@@ -121,7 +121,9 @@ How it works:
    (:func:`_may_reach_pii`, :func:`_names_unknown_column`) - AND the query
    has no tainted literal, no transforming or data-reading function, no
    variable and no unknown relation (:meth:`_Classifier.special_kinds`). ``SELECT city,
-   count(*) FROM customers GROUP BY city`` needs no walk.
+   count(*) FROM customers GROUP BY city`` needs no walk. The count and
+   row-choice rules need nothing more: without a personal-data name no count
+   argument, FILTER, sort / grouping key or LIMIT can read personal data.
 2. Otherwise qualify the tree with sqlglot's optimizer (``*`` / ``t.*``
    expand, aliases resolve, every column gets its source alias) against a
    small schema of just the referenced tables, build the scope tree, and
@@ -133,7 +135,10 @@ How it works:
    spelled like a PII column, a column count
    different from what the database returned, budget overrun, any
    exception) drops to a name-based FALLBACK that masks more, never less
-   (see :meth:`_Classifier._fallback`).
+   (see :meth:`_Classifier._fallback`); it applies the count and row-choice
+   rules by name (a sort / grouping key that is an expression naming a
+   personal-data column, or a filter mixing one with anything else, masks
+   every output).
 
 Known limits (accepted, stated so they are not mistaken for coverage):
 filters and counts remain yes/no oracles (``WHERE name LIKE '김%'`` with a
@@ -562,6 +567,14 @@ def _count_parts(node: exp.Expr) -> tuple[exp.Expr, exp.Expr | None, list[exp.Ex
     else:
         counted = _child_expressions(argument)
     return node, condition, [*counted, *extra]
+
+
+def _sort_key(key: exp.Expr) -> exp.Expr:
+    """A sort / grouping key without ASC / DESC, parentheses or COLLATE,
+    which order the same values differently but compute nothing from them."""
+    while isinstance(key, (exp.Ordered, exp.Paren, exp.Collate)) and isinstance(key.this, exp.Expr):
+        key = key.this
+    return key
 
 
 def _case_filter(node: object) -> exp.Expr | None:
@@ -1201,8 +1214,7 @@ class _Classifier:
         for item in select.selects:
             outputs.setdefault(item.alias_or_name, []).append(item.this if isinstance(item, exp.Alias) else item)
         for key in keys:
-            while isinstance(key, exp.Ordered):
-                key = key.this
+            key = _sort_key(key)
             if type(key) is exp.Column:
                 continue  # a bare key: see _key
             for node in key.find_all(exp.Column):
@@ -1718,8 +1730,7 @@ class _Classifier:
                 names = [s.alias_or_name for s in _leftmost_select(expression).selects]
                 results = []
                 for key in order.expressions:
-                    while isinstance(key, exp.Ordered):
-                        key = key.this
+                    key = _sort_key(key)
                     if isinstance(key, exp.Literal) and key.is_int and 0 < int(key.this) <= width:
                         indexes = [int(key.this) - 1]
                     elif type(key) is exp.Column and not key.table and not isinstance(key.this, exp.Star):
@@ -1761,8 +1772,7 @@ class _Classifier:
         function, operator or comparison of it); a bare column adds only what
         taints it besides its own value (a comparison in WHERE, an outer
         join), so ``ORDER BY name`` alone reveals order, never a value."""
-        while isinstance(key, exp.Ordered):
-            key = key.this
+        key = _sort_key(key)
         if isinstance(key, (exp.Tuple, exp.Rollup, exp.Cube, exp.GroupingSets)):
             return _merge(self._key(child, scope) for child in key.iter_expressions())
         select = scope.expression
@@ -2315,8 +2325,7 @@ class _Classifier:
             keys.extend(group.iter_expressions())
         aliases = {select.alias.lower(): select.this for select in root.selects if isinstance(select, exp.Alias)}
         for key in keys:
-            while isinstance(key, exp.Ordered):
-                key = key.this
+            key = _sort_key(key)
             if isinstance(key, exp.Literal) and key.is_int:
                 index = int(key.this) - 1
                 if not 0 <= index < len(root.selects):
