@@ -55,6 +55,11 @@ TAINTED = {"김민준": "name", "010-1234-5678": "phone"}
 REPLACEMENT = {"김민준": "홍길동", "010-1234-5678": "011-9999-0000"}
 
 
+# A number source every dialect runs: g = 1..40 (a recursive CTE).
+_N40 = "WITH RECURSIVE n(g) AS (SELECT 1 UNION ALL SELECT g + 1 FROM n WHERE g < 40) "
+_E = {0: "email"}
+
+
 @dataclass(frozen=True)
 class Case:
     sql: str
@@ -297,6 +302,136 @@ CASES: list[Case] = [
         "SELECT * FROM dblink('dbname=x', 'SELECT name FROM customers') AS t(a text)", 1, {0: CONNECTION}, (PG,), False
     ),
     Case("SELECT query_to_xml('SELECT name FROM customers', true, false, '')", 1, {0: CONNECTION}, (PG,)),
+    # --- a count that IS the value: its argument, its FILTER, the number of rows it counts ---
+    Case(_N40 + "SELECT count(CASE WHEN n.g <= length(c.email) THEN 1 END) FROM n, customers c WHERE c.id = 1", 1, _E),
+    Case(
+        _N40 + "SELECT count(DISTINCT CASE WHEN n.g <= length(c.email) THEN n.g END) FROM n, customers c "
+        "WHERE c.id = 1",
+        1,
+        _E,
+    ),
+    Case(_N40 + "SELECT count(DISTINCT n.g % length(c.email)) FROM n, customers c WHERE c.id = 1", 1, _E),
+    Case(_N40 + "SELECT count(nullif(n.g <= length(c.email), false)) FROM n, customers c WHERE c.id = 1", 1, _E),
+    Case(
+        _N40 + "SELECT count(*) FILTER (WHERE n.g <= length(c.email)) FROM n, customers c WHERE c.id = 1",
+        1,
+        _E,
+        (PG, LITE),
+    ),
+    Case(
+        _N40 + "SELECT count(*) FROM (SELECT n.g FROM n LIMIT (SELECT length(email) FROM customers WHERE id = 1)) s",
+        1,
+        _E,
+        (PG, LITE),
+    ),
+    Case(
+        _N40 + "SELECT count(*) FROM (SELECT n.g % length(c.email) AS k FROM n, customers c WHERE c.id = 1 "
+        "GROUP BY n.g % length(c.email)) s",
+        1,
+        _E,
+    ),
+    Case(
+        _N40 + "SELECT count(*) FROM (SELECT DISTINCT n.g % length(c.email) AS k FROM n, customers c WHERE c.id = 1) s",
+        1,
+        _E,
+    ),
+    Case(
+        _N40 + "SELECT count(*) FROM (SELECT a.g FROM n a, n b, customers c WHERE c.id = 1 AND b.g <= a.g "
+        "GROUP BY a.g HAVING count(*) <= length(max(c.email))) s",
+        1,
+        _E,
+    ),
+    Case(
+        _N40 + "SELECT count(*) FROM (SELECT n.g FROM n UNION SELECT n.g % length(c.email) FROM n, customers c "
+        "WHERE c.id = 1) s",
+        1,
+        _E,
+    ),
+    Case("SELECT count(*) FROM (SELECT generate_series(1, length(email)) FROM customers WHERE id = 1) s", 1, _E, (PG,)),
+    Case(
+        "WITH RECURSIVE r(k) AS (SELECT 1 UNION ALL SELECT r.k + 1 FROM r, customers c "
+        "WHERE c.id = 1 AND r.k < length(c.email)) SELECT count(*) FROM r",
+        1,
+        _E,
+    ),
+    # --- row choice by value: ORDER BY / GROUP BY / DISTINCT ON / HAVING keys computed from it ---
+    Case(_N40 + "SELECT n.g FROM n, customers c WHERE c.id = 1 ORDER BY abs(n.g - length(c.email)) LIMIT 1", 1, _E),
+    Case(
+        _N40 + "SELECT x.g FROM (SELECT n.g FROM n, customers c WHERE c.id = 1 "
+        "ORDER BY abs(n.g - length(c.email)) LIMIT 1) x",
+        1,
+        _E,
+    ),
+    Case(
+        _N40 + ", pick AS (SELECT n.g FROM n, customers c WHERE c.id = 1 ORDER BY abs(n.g - length(c.email)) "
+        "LIMIT 1) SELECT pick.g FROM pick",
+        1,
+        _E,
+    ),
+    Case(
+        _N40 + "SELECT min(n.g) AS m FROM n, customers c WHERE c.id = 1 GROUP BY n.g < length(c.email) "
+        "ORDER BY m DESC LIMIT 1",
+        1,
+        _E,
+    ),
+    Case(
+        _N40 + "SELECT n.g, abs(n.g - length(c.email)) AS d FROM n, customers c WHERE c.id = 1 ORDER BY d LIMIT 1",
+        2,
+        {0: "email", 1: "email"},
+    ),
+    Case(
+        _N40 + "SELECT n.g, n.g < length(c.email) FROM n, customers c WHERE c.id = 1 ORDER BY 2 DESC, 1 DESC LIMIT 1",
+        2,
+        {0: "email", 1: "email"},
+    ),
+    Case(
+        _N40 + "SELECT a.g FROM n a, n b, customers c WHERE c.id = 1 AND b.g <= a.g GROUP BY a.g "
+        "HAVING count(*) <= length(max(c.email)) ORDER BY a.g DESC LIMIT 1",
+        1,
+        _E,
+    ),
+    Case(
+        "SELECT DISTINCT ON (g < length(c.email)) g FROM generate_series(1, 40) g, customers c WHERE c.id = 1 "
+        "ORDER BY g < length(c.email), g DESC",
+        1,
+        _E,
+        (PG,),
+    ),
+    Case(
+        "SELECT g FROM generate_series(1, 40) g, customers c WHERE c.id = 1 "
+        "ORDER BY abs(g - length(c.email)) FETCH FIRST 1 ROWS ONLY",
+        1,
+        _E,
+        (PG,),
+    ),
+    Case(
+        "SELECT l.g FROM customers c, LATERAL (SELECT g FROM generate_series(1, 40) g "
+        "ORDER BY abs(g - length(c.email)) LIMIT 1) l WHERE c.id = 1",
+        1,
+        _E,
+        (PG,),
+    ),
+    # ... while counts, sorts and groups over plain columns stay readable
+    Case("SELECT count(*) FROM customers WHERE name LIKE '김%'", 1, {}, attack=False),
+    Case("SELECT count(*) FROM (SELECT DISTINCT name FROM customers) s", 1, {}, attack=False),
+    Case(
+        "SELECT count(DISTINCT x.phone) FROM (SELECT phone FROM customers WHERE city = '서울') x", 1, {}, attack=False
+    ),
+    Case("SELECT count(*) FROM (SELECT id FROM customers WHERE phone LIKE '010%' LIMIT 2) s", 1, {}, attack=False),
+    Case("SELECT count(IF(name LIKE '김%', 1, NULL)) FROM customers", 1, {}, (MY,), attack=False),
+    Case("SELECT id FROM customers ORDER BY name LIMIT 1", 1, {}, attack=False),
+    Case("SELECT id FROM customers ORDER BY name COLLATE NOCASE DESC LIMIT 1", 1, {}, (LITE,), attack=False),
+    Case("SELECT id FROM customers ORDER BY (name) DESC", 1, {}, attack=False),
+    Case("SELECT DISTINCT ON (name) id FROM customers ORDER BY name, id", 1, {}, (PG,), attack=False),
+    Case("SELECT city, count(*) FROM customers GROUP BY city HAVING max(name) LIKE '김%'", 2, {}, attack=False),
+    Case(
+        "SELECT c.city, count(*) FROM customers c JOIN orders o ON o.customer_id = c.id WHERE c.name LIKE '김%' "
+        "GROUP BY c.city ORDER BY 2 DESC LIMIT 5",
+        2,
+        {},
+        attack=False,
+    ),
+    Case("SELECT x.id FROM (SELECT id, name FROM customers) x ORDER BY x.name LIMIT 2", 1, {}, attack=False),
     # --- must stay readable: counts ---
     Case("SELECT count(*) FROM customers", 1, {}, attack=False),
     Case("SELECT count(DISTINCT phone), count(email) FROM customers", 2, {}, attack=False),
@@ -425,7 +560,7 @@ def test_rewriting_masks_even_without_personal_data_in_the_connection() -> None:
 def test_reasons_say_why() -> None:
     outputs = classify_outputs(
         "SELECT length(name), count(*) FILTER (WHERE name > 'M'), s.n_distinct FROM customers c, pg_stats s "
-        "GROUP BY 1, 3",
+        "GROUP BY c.name, 3",
         PG,
         CUSTOMER_SCHEMA,
         3,
@@ -433,6 +568,14 @@ def test_reasons_say_why() -> None:
     assert outputs[0].reason == "derived from customers.name"
     assert outputs[1].reason == "count only" and outputs[1].pii_kind is None
     assert outputs[2].reason == "reads pg_stats, which is not in the analysed schema; masked"
+    # grouped by an EXPRESSION of the name (GROUP BY 1 = length(name)): every output is shaped by it
+    grouped = classify_outputs(
+        "SELECT length(name), count(*) FROM customers c GROUP BY 1",
+        PG,
+        CUSTOMER_SCHEMA,
+        2,
+    )
+    assert grouped[1].reason == "derived from customers.name" and grouped[1].pii_kind == "name"
 
 
 def test_shortcut_is_not_taken_for_attribute_notation_or_literals() -> None:
@@ -452,6 +595,26 @@ def test_fallback_applies_taint_rules_by_name() -> None:
     outputs = classify_outputs(sql, PG, CUSTOMER_SCHEMA, 5, tainted_literals=TAINTED)
     assert all(o.reason.startswith("lineage unresolved") for o in outputs)
     assert _masked(outputs) == {0: "name", 1: CONNECTION, 3: DOUBT, 4: "name"}
+
+
+def test_fallback_applies_count_and_row_choice_rules_by_name() -> None:
+    # `score` is unqualified next to an unknown table: the name-based fallback decides
+    base = "FROM customers c JOIN loyalty u ON 1 = 1"
+    for sql, n, masked in [
+        (f"SELECT c.id, score {base} ORDER BY c.name LIMIT 1", 2, {1: CONNECTION}),
+        (f"SELECT c.id, c.city {base} ORDER BY abs(score - ascii(c.name)) LIMIT 1", 2, None),
+        (f"SELECT c.city, count(*) {base} GROUP BY c.city, score < length(c.phone)", 2, None),
+        (f"SELECT c.city, count(score % ascii(c.name)) {base} GROUP BY c.city", 2, {1: CONNECTION}),
+        (f"SELECT c.city, count(DISTINCT c.phone), count(score) {base} GROUP BY c.city", 3, {2: CONNECTION}),
+        (f"SELECT c.city, count(*) FILTER (WHERE score <= ascii(c.name)) {base} GROUP BY c.city", 2, None),
+        (f"SELECT c.city, count(*) {base} GROUP BY c.city, score HAVING count(*) < ascii(max(c.name))", 2, None),
+    ]:
+        outputs = classify_outputs(sql, PG, CUSTOMER_SCHEMA, n)
+        assert all(o.reason.startswith("lineage unresolved") for o in outputs), outputs
+        if masked is None:  # row choice by value, or a mixed filter: every output masked
+            assert all(o.pii_kind for o in outputs), (sql, outputs)
+        else:
+            assert _masked(outputs) == masked, (sql, outputs)
 
 
 def test_budget_overrun_masks() -> None:
@@ -603,6 +766,7 @@ def test_the_differential_oracle_sees_dependence(request, dialect: str) -> None:
 
 _PII_LEAVES = ["c.name", "c.phone", "c.email"]
 _PLAIN_LEAVES = ["c.id", "c.city", "o.amount", "o.note", "'x'", "1"]
+_COLUMN_LEAVES = [leaf for leaf in _PII_LEAVES + _PLAIN_LEAVES if leaf[0].isalpha()]
 _UNARY = [
     "upper({})",
     "length({})",
@@ -634,8 +798,8 @@ _expressions = st.recursive(
         st.tuples(st.sampled_from(_REWRITE), inner).map(
             lambda t: (t[0].format(t[1][0]), t[1][1], t[1][2] or t[1][3], t[1][3])
         ),
-        # a count hides whatever it counts
-        inner.map(lambda t: (f"count({t[0]})", False, False, False)),
+        # a count of a plain column hides it; a count of an expression is traced like it
+        inner.map(lambda t: (f"count({t[0]})", *((False, False, False) if t[0] in _COLUMN_LEAVES else t[1:]))),
     ),
     max_leaves=6,
 )

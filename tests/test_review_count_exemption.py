@@ -44,7 +44,9 @@ def _spell(governed, template: str, length: int) -> str:
         payload, outcome = governed.run(template.format(k=k))
         assert outcome == "success", payload
         (row,) = payload["rows"]
-        out.append(chr(int(row[0])))
+        cell = row[0]
+        # a masked cell is a token, not a number: nothing spelled at this position
+        out.append(chr(int(cell)) if isinstance(cell, int) or str(cell).isdigit() else "?")
     return "".join(out)
 
 

@@ -60,7 +60,9 @@ def _spell(governed, template: str, length: int, pick=lambda rows: rows[0][0]) -
     for k in range(1, length + 1):
         payload, outcome = governed.run(template.format(k=k))
         assert outcome == "success", payload
-        out.append(chr(int(pick(payload["rows"]))))
+        cell = pick(payload["rows"])
+        # a masked cell is a token, not a number: nothing spelled at this position
+        out.append(chr(int(cell)) if isinstance(cell, int) or str(cell).isdigit() else "?")
     return "".join(out)
 
 

@@ -252,7 +252,7 @@ def test_masked_outputs(dialect: str, sql: str, n_columns: int, expected: dict[i
 
 def test_sources_and_reasons() -> None:
     outputs = classify_outputs(
-        "SELECT c.phone, COUNT(DISTINCT c.phone), c.city, 'x', name || email FROM customers c GROUP BY 1, 3, 5",
+        "SELECT c.phone, COUNT(DISTINCT c.phone), c.city, 'x', max(name || email) FROM customers c GROUP BY 1, 3",
         PG,
         SCHEMA,
         n_columns=5,
@@ -265,6 +265,9 @@ def test_sources_and_reasons() -> None:
     # PII sources first, most severe first: the caller takes sources[0] as the origin.
     assert mixed.pii_kind == "email"
     assert mixed.sources == (("customers", "email"), ("customers", "name"))
+    # Grouping by an EXPRESSION of personal data shapes every output (row choice by value).
+    grouped = classify_outputs("SELECT c.city, count(*) FROM customers c GROUP BY 1, name || email", PG, SCHEMA, 2)
+    assert [o.pii_kind for o in grouped] == ["email", "email"]
 
 
 def test_fallback_reasons_say_lineage_unresolved() -> None:

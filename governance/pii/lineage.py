@@ -46,26 +46,63 @@ personal-data value in any way:
   over free text afterwards cannot recognise a rewritten phone number, so
   the output is masked in doubt.
 
-The ONLY exemption is a count. ``COUNT(*)``, ``COUNT(x)``, ``COUNT(DISTINCT
-x)``, with or without ``FILTER (WHERE ...)``, and a scalar or IN subquery
-whose single output is such a count return a number of rows, not a value:
-what they count or filter does not taint. (A count over a filter is a yes/no
-oracle on the same footing as a top-level WHERE, which is accepted; a
-windowed count still taints through its PARTITION BY / ORDER BY.) Not
-exempt: a count of rows that personal data MULTIPLIES rather than filters -
-``count(*) FROM customers c, generate_series(1, ascii(c.name))``, or a join
-``ON g < ascii(c.name)`` against a number source - which is the value
-itself (:meth:`_Classifier._count_multiplied`).
+The ONLY exemption is a count, and only of a plain shape: ``COUNT(*)``,
+``COUNT(x)`` or ``COUNT(DISTINCT x[, y])`` where every ``x`` is a BARE
+column of a schema table (or one a derived table / CTE / set operation
+passes on unchanged), with or without ``FILTER (WHERE ...)``; also
+``COUNT(CASE WHEN p THEN 1 END)`` / ``COUNT(IF(p, 1, NULL))``, read as
+``COUNT(*) FILTER (WHERE p)``; and a scalar or IN subquery whose single
+output is such a count. They return a number of rows, not a value: what they
+count or filter does not taint (``count(*) FROM customers WHERE name LIKE
+'김%'``, ``count(DISTINCT phone)``, ``count(*) FILTER (WHERE name LIKE
+'A%')``). A count filter is a yes/no oracle on the same footing as a
+top-level WHERE, which is accepted; a windowed count still taints through
+its PARTITION BY / ORDER BY. NOT exempt (:meth:`_Classifier._count`):
 
-Row choice. The OUTERMOST query's WHERE / JOIN ON / GROUP BY / HAVING /
-ORDER BY / LIMIT, and the row filters of the CTEs and derived tables it
-reads, do not taint outputs: they choose rows, like counting. GROUP BY
-included: ``SELECT city FROM customers GROUP BY city, name`` returns cities;
-``SELECT max(id) FROM customers GROUP BY name`` returns one id per name,
-which is acceptable because ids are not personal data. Grouping or ordering
-by a personal-data column never puts its value in an output. Two exceptions,
-where a filter decides an output's VALUE rather than which rows exist:
+* a count of an EXPRESSION: its argument is traced like any expression
+  (``count(NULLIF(g <= ascii(name), false))``, ``count(DISTINCT g %
+  ascii(name))``, ``count(CASE WHEN g <= ascii(name) THEN g END)``);
+* a count of rows that personal data MULTIPLIES or MAKES rather than
+  filters (:meth:`_Classifier._count_multiplied`): a WHERE / JOIN ON /
+  HAVING atom, or the count's own FILTER, comparing a non-personal column
+  with it (``count(*) FILTER (WHERE g <= ascii(name))`` over ``g =
+  1..N`` is the code); a table function whose arguments read it
+  (``generate_series(1, ascii(name))``); and, for every row source counted
+  (derived table, CTE, recursive CTE and its recursion condition, set
+  operation, LATERAL, VALUES), the same inside it plus whatever sets its
+  NUMBER of rows (:meth:`_Classifier._row_count`): a LIMIT / OFFSET / FETCH
+  computed from personal data, GROUP BY / DISTINCT / DISTINCT ON / UNION's
+  duplicate removal over expressions of it, a HAVING comparing it with
+  anything else, a set-returning function in the SELECT list
+  (``SELECT generate_series(1, ascii(name))``). Bare personal-data columns
+  there (``SELECT DISTINCT name``) give the number of distinct values, like
+  ``count(DISTINCT name)``: still exempt.
 
+Row choice. The WHERE / JOIN ON filters of any query, and the row filters of
+the CTEs and derived tables it reads, do not taint outputs: they choose
+rows, like counting. ``SELECT id FROM customers WHERE name = '김민준'``
+returns ids. Sorting, grouping and DISTINCT ON by a BARE column do not
+either, a personal-data one included: ``SELECT city FROM customers GROUP BY
+city, name``, ``SELECT max(id) FROM customers GROUP BY name``, ``SELECT id
+FROM customers ORDER BY name LIMIT 1`` reveal an order or a grouping of the
+values, never a value (accepted, like a filter). Exceptions, where the row
+choice decides an output's VALUE:
+
+* in ANY scope (the outermost included), an ORDER BY / GROUP BY / DISTINCT
+  ON key that is an EXPRESSION reading personal data (anything but a bare
+  column; output references ``ORDER BY 2`` / ``ORDER BY alias`` mean that
+  output's expression), or a HAVING atom comparing personal data with
+  anything but constants (``HAVING count(*) < ascii(max(name))``), taints
+  every output of that scope, and through derived tables and CTEs the outer
+  outputs that read them (:meth:`_Classifier._row_choice`): ``SELECT g FROM
+  generate_series(1, 200000) g, customers c ORDER BY abs(g -
+  ascii(c.name)) LIMIT 1`` returns the code, ``min(g) ... GROUP BY g <
+  ascii(c.name)`` splits g at it. ORDER BY taints with or without LIMIT:
+  the model sees the order, and the executor's row cap is a LIMIT. This is
+  deliberately coarse: ``SELECT city, count(*) FROM customers GROUP BY
+  city, length(name)`` is masked too;
+* a LIMIT / OFFSET / FETCH computed from personal data ends a number
+  sequence at the value: it taints every output of its query;
 * a column compared with personal data in one predicate (an atom of WHERE /
   ON / HAVING, split on AND / OR / NOT) carries it: ``SELECT g FROM
   generate_series(1, 200000) g, customers c WHERE g = ascii(c.name)``
@@ -84,7 +121,9 @@ How it works:
    (:func:`_may_reach_pii`, :func:`_names_unknown_column`) - AND the query
    has no tainted literal, no transforming or data-reading function, no
    variable and no unknown relation (:meth:`_Classifier.special_kinds`). ``SELECT city,
-   count(*) FROM customers GROUP BY city`` needs no walk.
+   count(*) FROM customers GROUP BY city`` needs no walk. The count and
+   row-choice rules need nothing more: without a personal-data name no count
+   argument, FILTER, sort / grouping key or LIMIT can read personal data.
 2. Otherwise qualify the tree with sqlglot's optimizer (``*`` / ``t.*``
    expand, aliases resolve, every column gets its source alias) against a
    small schema of just the referenced tables, build the scope tree, and
@@ -96,11 +135,19 @@ How it works:
    spelled like a PII column, a column count
    different from what the database returned, budget overrun, any
    exception) drops to a name-based FALLBACK that masks more, never less
-   (see :meth:`_Classifier._fallback`).
+   (see :meth:`_Classifier._fallback`); it applies the count and row-choice
+   rules by name (a sort / grouping key that is an expression naming a
+   personal-data column, or a filter mixing one with anything else, masks
+   every output).
 
 Known limits (accepted, stated so they are not mistaken for coverage):
 filters and counts remain yes/no oracles (``WHERE name LIKE '김%'`` with a
-count or a row count, asked many times, narrows a value down); and free-text
+count or a row count, asked many times, narrows a value down); sorting or
+grouping by a bare personal-data column reveals the order / grouping of the
+values; the NUMBER of rows of the result itself is not masked (masking hides
+values, not rows): ``SELECT 1 FROM customers c, generate_series(1,
+ascii(c.name))`` returns as many rows as the code - the executor's row cap
+and the caller must treat the row count of such a result as data; and free-text
 (unclassified) columns are protected by the value detectors only, so a
 comparison or position over them (``strpos(memo, '010-1')``) or cutting
 them into short pieces (``substr(memo, g, 1)`` per row) is not masked - only
@@ -496,6 +543,71 @@ def _is_count(node: exp.Expr) -> bool:
     return type(node) is exp.Filter and isinstance(node.this, exp.Expr) and _is_count_type(type(node.this))
 
 
+def _count_parts(node: exp.Expr) -> tuple[exp.Expr, exp.Expr | None, list[exp.Expr] | None]:
+    """(the COUNT node, its FILTER condition or None, the counted expressions)
+    of a node :func:`_is_count` accepts. The counted expressions are None for
+    ``COUNT(*)`` and ``[x]`` / ``[x, y]`` for ``COUNT([DISTINCT] x[, y])``."""
+    condition = None
+    if type(node) is exp.Filter:
+        where = node.expression
+        condition = where.this if isinstance(where, exp.Where) else where
+        node = node.this
+    argument = node.this
+    extra = _child_expressions(node.args.get("expressions"))
+    if isinstance(argument, exp.Star) and not extra:
+        return node, condition, None
+    predicate = _case_filter(argument) if not extra and condition is None else None
+    if predicate is not None:
+        # count(CASE WHEN p THEN 1 END) is count(*) FILTER (WHERE p)
+        return node, predicate, None
+    if isinstance(argument, exp.Distinct):
+        counted = _child_expressions(argument.args.get("expressions"))
+        if argument.args.get("on") is not None:
+            counted.append(argument.args["on"])
+    else:
+        counted = _child_expressions(argument)
+    return node, condition, [*counted, *extra]
+
+
+def _sort_key(key: exp.Expr) -> exp.Expr:
+    """A sort / grouping key without ASC / DESC, parentheses or COLLATE,
+    which order the same values differently but compute nothing from them."""
+    while isinstance(key, (exp.Ordered, exp.Paren, exp.Collate)) and isinstance(key.this, exp.Expr):
+        key = key.this
+    return key
+
+
+def _case_filter(node: object) -> exp.Expr | None:
+    """``p`` when ``node`` is ``CASE WHEN p THEN <number> [ELSE NULL] END``
+    or ``IF(p, <number>, NULL)``: counting it is counting the rows where
+    ``p`` holds (a FILTER); else None."""
+    if type(node) is exp.Case and not node.args.get("this") and len(node.args.get("ifs") or []) == 1:
+        branch, otherwise = node.args["ifs"][0], node.args.get("default")
+    elif type(node) is exp.If:
+        branch, otherwise = node, node.args.get("false")
+    else:
+        return None
+    predicate, value = branch.args.get("this"), branch.args.get("true")
+    if otherwise is not None and type(otherwise) is not exp.Null:
+        return None
+    if type(value) is not exp.Literal or value.is_string or not isinstance(predicate, exp.Expr):
+        return None
+    return predicate
+
+
+# Functions that return several rows from a SELECT list (PostgreSQL
+# set-returning functions): in a row source that a count counts, they
+# multiply its rows by whatever their arguments read.
+_SET_RETURNING_TYPES: tuple[type[exp.Expr], ...] = (exp.UDTF, exp.GenerateSeries, exp.Anonymous)
+
+
+def _is_set_returning(node: exp.Expr) -> bool:
+    """A function that may return several rows (an unknown function may)."""
+    if isinstance(node, _SET_RETURNING_TYPES):
+        return True
+    return bool(_function_names(node) & _PURE_TABLE_FUNCTIONS)
+
+
 def _is_count_query(query: exp.Expr) -> bool:
     """A SELECT whose single output is a count (``SELECT count(*) FROM ...``)."""
     if not isinstance(query, exp.Select):
@@ -799,6 +911,9 @@ class _Classifier:
         self.plain_scopes: set[int] = set()
         self.shallow: frozenset[int] | set[int] = frozenset()  # nested queries read by their outputs only
         self.pii_names: set[str] = set()  # lowercased PII column names of the referenced tables
+        # Output-name references inside ORDER BY / DISTINCT ON expressions
+        # (left unqualified by qualify) -> the output expressions they mean.
+        self.alias_refs: dict[int, list[exp.Expr]] = {}
         self._names_cache: tuple[exp.Expr, list[str | None]] | None = None
 
     # ---- kinds of non-column taints ----------------------------------------
@@ -1058,6 +1173,8 @@ class _Classifier:
         for scope in scopes:
             self.scope_by_expression[id(scope.expression)] = scope
             self.traversed.add(id(scope))
+        for scope in scopes:
+            self._map_alias_refs(scope)
 
         count = self._output_count(root_scope)
         if self.n_columns is not None and self.n_columns != count:
@@ -1071,6 +1188,63 @@ class _Classifier:
             self._output(index, display[index], self._scope_output(root_scope, index, full=False))
             for index in range(count)
         ]
+
+    def _map_alias_refs(self, scope: Scope) -> None:
+        """Record what an unqualified name inside an ORDER BY / DISTINCT ON
+        expression of this query means (``ORDER BY abs(g - ascii(c.name))``
+        with an output ``g``): qualify leaves it unqualified as an output
+        reference. PostgreSQL reads a name inside an expression as an INPUT
+        column first, so when an input column of that name may exist and the
+        output is not that very column, the meaning is not certain:
+        unresolved (masks more)."""
+        select = scope.expression
+        if not isinstance(select, exp.Select):
+            return
+        keys: list[exp.Expr] = []
+        order = select.args.get("order")
+        if order is not None:
+            keys.extend(order.expressions)
+        distinct = select.args.get("distinct")
+        on = distinct.args.get("on") if isinstance(distinct, exp.Distinct) else None
+        if isinstance(on, exp.Expr):
+            keys.append(on)
+        if not keys:
+            return
+        outputs: dict[str, list[exp.Expr]] = {}
+        for item in select.selects:
+            outputs.setdefault(item.alias_or_name, []).append(item.this if isinstance(item, exp.Alias) else item)
+        for key in keys:
+            key = _sort_key(key)
+            if type(key) is exp.Column:
+                continue  # a bare key: see _key
+            for node in key.find_all(exp.Column):
+                if node.table or isinstance(node.this, exp.Star) or node.find_ancestor(exp.Select) is not select:
+                    continue
+                items = outputs.get(node.name)
+                if items is None:
+                    continue  # unresolved: _trace refuses it
+                same = all(type(item) is exp.Column and item.name == node.name for item in items)
+                if not same and self._may_have_column(scope, node.name):
+                    raise _Unresolved(f"{node.name!r} in ORDER BY is an output and maybe an input column")
+                self.alias_refs[id(node)] = items
+
+    def _may_have_column(self, scope: Scope, name: str) -> bool:
+        for source in scope.sources.values():
+            if isinstance(source, exp.Table):
+                key = self.synthetic.get(source.name) if isinstance(source.this, exp.Identifier) else None
+                if key is None or name in self.index.columns(key):
+                    return True
+                continue
+            expression = source.expression
+            if not isinstance(expression, (exp.Select, exp.SetOperation)):
+                return True
+            if source.outer_columns:
+                names = [column.lower() for column in source.outer_columns]
+            else:
+                names = [s.alias_or_name for s in _leftmost_select(expression).selects]
+            if name in names:
+                return True
+        return False
 
     def _values_root(self, root: exp.Values, names: list[str | None]) -> list[OutputColumn]:
         # A bare VALUES list reads nothing unless it nests a query or a column;
@@ -1191,12 +1365,12 @@ class _Classifier:
             if len(branches) != 2:
                 raise _Unresolved("set operation without branches")
             results = [self._scope_output(branch, index, full) for branch in branches]
-            return _merge([*results, self._limit_taint(scope)])
+            return _merge([*results, self._limit_taint(scope), self._row_choice(scope)])
         if isinstance(expression, exp.Select):
             selects = expression.selects
             if index >= len(selects):
                 raise _Unresolved("output index out of range")
-            return _merge([self._trace(selects[index], scope, full), self._limit_taint(scope)])
+            return _merge([self._trace(selects[index], scope, full), self._limit_taint(scope), self._row_choice(scope)])
         raise _Unresolved(f"unsupported query shape: {type(expression).__name__}")
 
     def _limit_taint(self, scope: Scope) -> _Found:
@@ -1232,18 +1406,22 @@ class _Classifier:
             current = stack.pop()
             self._tick()
             if _is_count(current):
-                # The one exemption: a number of rows (its FILTER included) -
-                # unless personal data multiplies the rows it counts.
-                labels.add("count")
-                if scope is not None:
-                    found = self._count_multiplied(scope)
-                    sources |= found[0]
-                    taints |= found[1]
+                if scope is None:  # a count in a bare VALUES list: an expression like any other
+                    stack.extend(current.iter_expressions())
+                    continue
+                found = self._count(current, scope, full)
+                sources |= found[0]
+                taints |= found[1]
+                labels |= found[2]
                 continue
             node_type = type(current)
             if node_type is exp.Column:
                 if isinstance(current.this, exp.Star):
                     raise _Unresolved("* could not be expanded")
+                refs = self.alias_refs.get(id(current)) if not current.table else None
+                if refs is not None:  # an output name inside ORDER BY / DISTINCT ON: that output
+                    stack.extend(refs)
+                    continue
                 if scope is None:
                     raise _Unresolved(f"column {current.name!r} outside a query")
                 found = self._column(current, scope, full)
@@ -1295,8 +1473,9 @@ class _Classifier:
         if scope is None:
             raise _Unresolved("subquery without scope")
         if count_exempt and _is_count_query(query):
-            found = self._count_multiplied(scope)
-            return found[0], found[1], frozenset({"count"})
+            # Its one output is a count: exempt or not by the count rules, plus
+            # what chooses its rows by value (GROUP BY / ORDER BY keys, LIMIT).
+            return self._scope_output(scope, 0, True)
         if id(query) in self.shallow:
             return _merge(self._scope_output(scope, i, False) for i in range(self._output_count(scope)))
         return self._full(scope)
@@ -1330,8 +1509,14 @@ class _Classifier:
         if cached is not None:
             return cached
         self.compared[id(scope)] = {}  # a filter reaching its own scope again adds nothing new
+        result = self._compared_in(scope, _conditions(scope.expression))
+        self.compared[id(scope)] = result
+        return result
+
+    def _compared_in(self, scope: Scope, conditions: list[exp.Expr]) -> dict[tuple[str, str], _Found]:
+        """:meth:`_compared` over the given conditions of ``scope`` (its row
+        filters, or a count's FILTER (WHERE ...))."""
         result: dict[tuple[str, str], _Found] = {}
-        conditions = _conditions(scope.expression)
         atoms = [(atom, scope) for atom in _atoms(conditions)]
         for condition in conditions:
             for select in condition.find_all(exp.Select):
@@ -1364,7 +1549,6 @@ class _Classifier:
                     raise _Unresolved("unqualified column compared with personal data")
                 for key in mine:
                     result[key] = _merge([result.get(key, _NOTHING), found])
-        self.compared[id(scope)] = result
         return result
 
     def _is_pii_column(self, key: tuple[str, str], scope: Scope) -> bool:
@@ -1418,31 +1602,69 @@ class _Classifier:
             return _merge(found for (source, _), found in compared.items() if source == alias)
         return _merge([compared.get((alias, name), _NOTHING), compared.get((alias, "*"), _NOTHING)])
 
+    def _count(self, node: exp.Expr, scope: Scope, full: bool) -> _Found:
+        """A count in ``scope``. Exempt - a number of rows, whatever filters
+        them - only when it counts ``*`` or [DISTINCT] plain columns (columns
+        of schema tables, or passed on unchanged by derived tables): then
+        nothing it counts taints, only personal data that decides HOW MANY
+        rows there are beyond filtering them (:meth:`_count_multiplied`, its
+        FILTER read like a WHERE). ``count(CASE WHEN g <= ascii(name) THEN 1
+        END)`` or ``count(DISTINCT g % ascii(name))`` counts a value: its
+        argument is traced like any expression."""
+        _count_node, condition, counted = _count_parts(node)
+        results = [self._count_multiplied(scope)]
+        if condition is not None:
+            results.append(self._filter_multiplied(condition, scope))
+        exempt = counted is None or (bool(counted) and all(self._plain_sources(e, scope) for e in counted))
+        if not exempt:
+            results.extend(self._trace(expression, scope, full) for expression in counted or ())
+        found = _merge(results)
+        return found[0], found[1], frozenset({"count"})
+
+    def _carried(self, scope: Scope, compared: dict[tuple[str, str], _Found]) -> _Found:
+        """Of the columns a filter compares with personal data, those that
+        carry a value into a count: any column but a personal-data column of
+        a schema table (which a count may filter on)."""
+        results = []
+        for (alias, name), found in compared.items():
+            source = scope.sources.get(alias)
+            key = self.synthetic.get(source.name) if isinstance(source, exp.Table) else None
+            if key is None or name == "*" or not self.index.columns(key).get(name):
+                results.append(found)  # a non-personal (or unknown) column carries the value
+        return _merge(results)
+
+    def _filter_multiplied(self, condition: exp.Expr, scope: Scope) -> _Found:
+        """A count's FILTER (WHERE ...) is a row filter like WHERE: ``count(*)
+        FILTER (WHERE g <= ascii(name))`` over a number source is the code."""
+        scope = self._real_scope(scope)
+        return self._memoized(
+            ("filter", id(condition)), lambda: self._carried(scope, self._compared_in(scope, [condition]))
+        )
+
     def _count_multiplied(self, scope: Scope) -> _Found:
         """Personal data that decides HOW MANY rows a count in this scope
         counts beyond filtering them: a table function whose arguments read
         it (``generate_series(1, ascii(name))``), a non-personal column
         compared with it (``JOIN generate_series(1, 200000) g ON g <
-        ascii(name)``), and the same inside the derived tables it reads. A
-        count over such rows is the value itself; a count of rows merely
-        filtered by personal data (``c2.name = c.name``) stays a count."""
+        ascii(name)``), and, for every row source it reads (derived table,
+        CTE, recursive CTE, set operation, LATERAL, VALUES, table function),
+        the same plus whatever sets that source's number of rows
+        (:meth:`_row_count`). A count over such rows is the value itself; a
+        count of rows merely filtered by personal data (``c2.name =
+        c.name``) stays a count."""
         scope = self._real_scope(scope)
 
         def compute() -> _Found:
-            results = []
-            for (alias, name), found in self._compared(scope).items():
-                source = scope.sources.get(alias)
-                key = self.synthetic.get(source.name) if isinstance(source, exp.Table) else None
-                if key is None or name == "*" or not self.index.columns(key).get(name):
-                    results.append(found)  # a non-personal (or unknown) column carries the value
+            if isinstance(scope.expression, exp.SetOperation):
+                branches = scope.set_operation_scopes
+                return _merge([self._row_count(scope), *(self._count_multiplied(b) for b in branches)])
+            results = [self._carried(scope, self._compared(scope))]
             for source in scope.sources.values():
                 if isinstance(source, Scope):
                     real = self._real_scope(source)
                     if isinstance(real.expression, (exp.Select, exp.SetOperation)):
-                        if isinstance(real.expression, exp.SetOperation):
-                            results.extend(self._count_multiplied(b) for b in real.set_operation_scopes)
-                        else:
-                            results.append(self._count_multiplied(real))
+                        results.append(self._count_multiplied(real))
+                        results.append(self._row_count(real))
                     else:  # UNNEST(string_to_array(name, NULL)), VALUES, LATERAL ...
                         results.append(self._pii_only(self._trace(real.expression, real, True)))
                 elif not isinstance(source.this, exp.Identifier):
@@ -1450,6 +1672,232 @@ class _Classifier:
             return _merge(results)
 
         return self._memoized(("multiplied", id(scope)), compute)
+
+    def _row_count(self, scope: Scope) -> _Found:
+        """Personal data that sets the NUMBER of rows of a row source other
+        than by filtering them: a LIMIT / OFFSET / FETCH computed from it;
+        GROUP BY, DISTINCT ON and DISTINCT over expressions of it (``GROUP BY
+        g % ascii(name)`` makes ascii(name) groups); a HAVING that compares
+        it with anything else (:meth:`_having_taint`); a set-returning
+        function in the SELECT list (``SELECT generate_series(1,
+        ascii(name))``); UNION's duplicate removal over such outputs. Bare
+        personal-data columns as keys (``SELECT DISTINCT name``) give the
+        number of distinct values, like ``count(DISTINCT name)``: allowed."""
+        scope = self._real_scope(scope)
+
+        def compute() -> _Found:
+            expression = scope.expression
+            results = [self._limit_taint(scope)]
+            if isinstance(expression, exp.SetOperation):
+                if expression.args.get("distinct"):
+                    results.extend(self._output_key(scope, i) for i in range(self._output_count(scope)))
+                results.append(self._row_choice(scope))
+                results.extend(self._row_count(branch) for branch in scope.set_operation_scopes)
+            elif isinstance(expression, exp.Select):
+                results.append(self._row_choice(scope))
+                if expression.args.get("distinct") is not None:
+                    results.extend(self._output_key(scope, i) for i in range(len(expression.selects)))
+                for item in expression.selects:
+                    if any(_is_set_returning(node) for node in item.walk()):
+                        results.append(self._pii_only(self._trace(item, scope, False)))
+            else:
+                results.append(self._pii_only(self._trace(expression, scope, True)))
+            return _merge(results)
+
+        return self._memoized(("row count", id(scope)), compute)
+
+    # ---- row choice by value: ORDER BY / GROUP BY / DISTINCT ON / HAVING ----
+
+    def _row_choice(self, scope: Scope) -> _Found:
+        """Personal data by which a query's sort, grouping or DISTINCT ON keys,
+        or a mixed HAVING, choose or shape its rows, in ANY scope (the
+        outermost included). It taints every output of the scope: ``ORDER BY
+        abs(g - ascii(name)) LIMIT 1`` returns the g equal to the code,
+        ``min(g) ... GROUP BY g < ascii(name)`` splits g at it. A key that
+        is a bare column (a personal-data one included: ``ORDER BY name``,
+        ``GROUP BY name``) orders or groups without computing on the value:
+        it adds only what already taints that column besides its own value
+        (:meth:`_key`). ORDER BY taints with or without LIMIT: the model sees
+        the order, and the executor's row cap is a LIMIT."""
+        expression = scope.expression
+        if isinstance(expression, exp.SetOperation):
+            order = expression.args.get("order")
+            if not order:
+                return _NOTHING
+
+            def compute_set() -> _Found:
+                width = self._output_count(scope)
+                names = [s.alias_or_name for s in _leftmost_select(expression).selects]
+                results = []
+                for key in order.expressions:
+                    key = _sort_key(key)
+                    if isinstance(key, exp.Literal) and key.is_int and 0 < int(key.this) <= width:
+                        indexes = [int(key.this) - 1]
+                    elif type(key) is exp.Column and not key.table and not isinstance(key.this, exp.Star):
+                        indexes = [i for i, name in enumerate(names) if name == key.name]
+                    else:
+                        indexes = []
+                    if not indexes:
+                        raise _Unresolved("set operation ordered by an expression")
+                    results.extend(self._output_key(scope, i) for i in indexes)
+                return _merge(results)
+
+            return self._memoized(("choice", id(scope)), compute_set)
+        if not isinstance(expression, exp.Select):
+            return _NOTHING
+        keys: list[exp.Expr] = []
+        order = expression.args.get("order")
+        if order is not None:
+            keys.extend(order.expressions)
+        distinct = expression.args.get("distinct")
+        on = distinct.args.get("on") if isinstance(distinct, exp.Distinct) else None
+        if isinstance(on, exp.Expr):
+            keys.append(on)
+        group = expression.args.get("group")
+        if group is not None:
+            keys.extend(group.iter_expressions())
+        having = expression.args.get("having")
+        if not keys and having is None:
+            return _NOTHING
+
+        def compute() -> _Found:
+            return _merge([*(self._key(key, scope) for key in keys), self._having_taint(scope)])
+
+        return self._memoized(("choice", id(scope)), compute)
+
+    def _key(self, key: exp.Expr, scope: Scope) -> _Found:
+        """Personal data in one sort / grouping key of ``scope``. Output
+        references (``ORDER BY 2``, ``ORDER BY alias``) mean that output's
+        expression. An expression reading personal data is the value (any
+        function, operator or comparison of it); a bare column adds only what
+        taints it besides its own value (a comparison in WHERE, an outer
+        join), so ``ORDER BY name`` alone reveals order, never a value."""
+        key = _sort_key(key)
+        if isinstance(key, (exp.Tuple, exp.Rollup, exp.Cube, exp.GroupingSets)):
+            return _merge(self._key(child, scope) for child in key.iter_expressions())
+        select = scope.expression
+        if isinstance(select, exp.Select):
+            if isinstance(key, exp.Literal) and key.is_int:
+                index = int(key.this) - 1
+                if not 0 <= index < len(select.selects):
+                    raise _Unresolved("key position out of range")
+                return self._output_key(scope, index)
+            if type(key) is exp.Column and not key.table and not isinstance(key.this, exp.Star):
+                indexes = [i for i, item in enumerate(select.selects) if item.alias_or_name == key.name]
+                if not indexes:
+                    raise _Unresolved(f"key {key.name!r} not resolved")
+                return _merge(self._output_key(scope, i) for i in indexes)
+        return self._key_value(key, scope)
+
+    def _key_value(self, key: exp.Expr, scope: Scope) -> _Found:
+        """:meth:`_key` of an expression (no output reference)."""
+        found = self._pii_only(self._trace(key, scope, False))
+        if type(key) is exp.Column and key.table:
+            plain = self._plain_sources(key, scope)
+            if plain:
+                found = found[0] - plain, found[1], found[2]
+            else:
+                source = self._find_source(key.table, scope)[0]
+                if isinstance(source, exp.Table) and isinstance(source.this, exp.Identifier):
+                    if source.name not in self.synthetic:  # a bare column of an unknown relation
+                        found = found[0], found[1] - self._unknown_relation(source.name)[1], found[2]
+        return found
+
+    def _output_key(self, scope: Scope, index: int) -> _Found:
+        """:meth:`_key` of output ``index`` of a query (each branch's for a
+        set operation): what a DISTINCT or an output reference in ORDER BY
+        orders or groups by."""
+        scope = self._real_scope(scope)
+        expression = scope.expression
+        if isinstance(expression, exp.SetOperation):
+            branches = scope.set_operation_scopes
+            if len(branches) != 2:
+                raise _Unresolved("set operation without branches")
+            return _merge(self._output_key(branch, index) for branch in branches)
+        if isinstance(expression, exp.Select):
+            selects = expression.selects
+            if index >= len(selects):
+                raise _Unresolved("output index out of range")
+            item = selects[index]
+            if isinstance(item, exp.Alias):
+                item = item.this
+            if type(item) is exp.Column and not item.table:
+                raise _Unresolved(f"column {item.name!r} not resolved")
+            return self._key_value(item, scope)
+        return self._pii_only(self._trace(expression, scope, False))
+
+    def _having_taint(self, scope: Scope) -> _Found:
+        """A HAVING atom that compares personal data with anything but itself
+        (a count, an aggregate of another column: ``HAVING count(*) <
+        ascii(max(name))``) keeps the groups whose size or sum is below the
+        value, so every output of the query carries it. ``HAVING max(name)
+        LIKE 'A%'`` only filters groups, like WHERE."""
+        having = scope.expression.args.get("having")
+        if having is None:
+            return _NOTHING
+        results = []
+        for atom in _atoms(having):
+            found = self._atom_values(atom, scope, scope)
+            if (found[0] or found[1]) and not self._pure_filter(atom, scope):
+                results.append(found)
+        return _merge(results)
+
+    def _pure_filter(self, atom: exp.Expr, scope: Scope) -> bool:
+        """Does a predicate read nothing but plain personal-data columns
+        (and constants)? Then it compares the value with constants only."""
+        for node in atom.walk():
+            if isinstance(node, (exp.Count, exp.Query, exp.TableColumn, exp.Window, exp.Star)):
+                return False
+            if self.node_taint(node):
+                return False
+            if type(node) is exp.Column:
+                plain = self._plain_sources(node, self._scope_of(node))
+                if not plain or not all(self.index.columns(key).get(column) for key, column in plain):
+                    return False
+        return True
+
+    def _plain_sources(self, node: exp.Expr, scope: Scope, depth: int = 0) -> frozenset[Source] | None:
+        """The schema columns a bare column reference passes on unchanged
+        (through derived tables, CTEs and set operations that select it as
+        is), or None when it is anything else: an expression, a column of a
+        table function, VALUES or unknown relation, a computed output."""
+        if type(node) is not exp.Column or not node.table or isinstance(node.this, exp.Star) or depth > 32:
+            return None
+        self._tick()
+        source = self._find_source(node.table, scope)[0]
+        if isinstance(source, exp.Table):
+            key = self.synthetic.get(source.name) if isinstance(source.this, exp.Identifier) else None
+            if key is None or node.name not in self.index.columns(key):
+                return None
+            return frozenset({(key, node.name)})
+        inner = self._real_scope(source)
+        expression = inner.expression
+        if not isinstance(expression, (exp.Select, exp.SetOperation)):
+            return None
+        if inner.outer_columns:
+            names = [column.lower() for column in inner.outer_columns]
+        else:
+            names = [s.alias_or_name for s in _leftmost_select(expression).selects]
+        indexes = [i for i, name in enumerate(names) if name == node.name]
+        if len(indexes) != 1:
+            return None
+        return self._plain_output(inner, indexes[0], depth + 1)
+
+    def _plain_output(self, scope: Scope, index: int, depth: int) -> frozenset[Source] | None:
+        scope = self._real_scope(scope)
+        expression = scope.expression
+        if isinstance(expression, exp.SetOperation):
+            branches = scope.set_operation_scopes
+            found = [self._plain_output(branch, index, depth + 1) for branch in branches]
+            if len(branches) != 2 or any(f is None for f in found):
+                return None
+            return frozenset().union(*found)  # type: ignore[arg-type]
+        if not isinstance(expression, exp.Select) or index >= len(expression.selects):
+            return None
+        item = expression.selects[index]
+        if isinstance(item, exp.Alias):
+            item = item.this
+        return self._plain_sources(item, scope, depth + 1)
 
     def _full(self, scope: Scope) -> _Found:
         """Every output of a scope plus whatever chooses its rows."""
@@ -1788,12 +2236,18 @@ class _Classifier:
         pii_names = {column for _, column in pii}
         conditions = [root.args.get(key) for key in ("where", "having", "qualify")]
         conditions.extend(join.args.get("on") for join in joins)
+        for node in root.find_all(exp.Count, exp.Filter):
+            if _is_count(node):  # a count's FILTER (WHERE ...) is a row filter too
+                conditions.append(_count_parts(node)[1])
         for atom in _atoms(conditions):
             # A column compared with personal data carries it (see _compared):
             # by name alone the comparison cannot be placed, so mask everything.
+            # So does a count compared with it in HAVING (see _having_taint).
             names = {node.name.lower() for node in atom.find_all(exp.Column)}
-            if names & pii_names and names - pii_names:
+            if names & pii_names and (names - pii_names or atom.find(exp.Count)):
                 return None
+        if self._keys_read_pii_by_name(root, pii_names):
+            return None  # row choice by value (see _row_choice): every output
         known_keys = {key for keys in by_alias.values() for key in keys}
         by_column: dict[str, list[Source]] = {}
         for key in known_keys:
@@ -1815,6 +2269,11 @@ class _Classifier:
             while stack:
                 current = stack.pop()
                 if _is_count(current):
+                    counted = _count_parts(current)[2]
+                    if counted is not None and not all(
+                        type(node) is exp.Column and node.name.lower() in by_column for node in counted
+                    ):
+                        stack.extend(counted)  # a count of an expression is that expression
                     continue
                 if _is_star(current) or isinstance(current, (exp.Query, exp.Exists)):
                     return None
@@ -1848,3 +2307,38 @@ class _Classifier:
                 stack.extend(current.iter_expressions())
             result.append((_display_name(select, self.dialect), sources, taints))
         return result
+
+    def _keys_read_pii_by_name(self, root: exp.Select, pii_names: set[str]) -> bool:
+        """Does an ORDER BY / GROUP BY / DISTINCT ON key of a flat SELECT that
+        is not a bare column name a personal-data column (or hold anything
+        that may read one)? Output references mean the output's expression."""
+        keys: list[exp.Expr] = []
+        order = root.args.get("order")
+        if order is not None:
+            keys.extend(order.expressions)
+        distinct = root.args.get("distinct")
+        on = distinct.args.get("on") if isinstance(distinct, exp.Distinct) else None
+        if isinstance(on, exp.Expr):
+            keys.extend(on.expressions if isinstance(on, exp.Tuple) else [on])
+        group = root.args.get("group")
+        if group is not None:
+            keys.extend(group.iter_expressions())
+        aliases = {select.alias.lower(): select.this for select in root.selects if isinstance(select, exp.Alias)}
+        for key in keys:
+            key = _sort_key(key)
+            if isinstance(key, exp.Literal) and key.is_int:
+                index = int(key.this) - 1
+                if not 0 <= index < len(root.selects):
+                    return True
+                key = root.selects[index]
+                key = key.this if isinstance(key, exp.Alias) else key
+            elif type(key) is exp.Column and not key.table and key.name.lower() in aliases:
+                key = aliases[key.name.lower()]
+            if type(key) is exp.Column:
+                continue
+            for node in key.walk():
+                if isinstance(node, (exp.Query, exp.TableColumn, exp.Star)) or self.node_taint(node):
+                    return True
+                if isinstance(node, (exp.Column, exp.Var)) and node.name.lower() in pii_names:
+                    return True
+        return False
