@@ -1,4 +1,4 @@
-"""Adversarial review: MariaDB/MySQL label an unaliased expression with its
+"""Found by adversarial review: MariaDB/MySQL label an unaliased expression with its
 SQL text, TRUNCATED (about 256 bytes). A token the model writes in a string
 literal is re-identified into that text, so the `columns` of the result
 carry the original; known values only replace WHOLE originals, so a label
@@ -8,7 +8,7 @@ Class: RE-IDENTIFICATION / COLUMN NAMES (chat/executor.py:_run_sql builds
 "columns" with mask_any(result.columns, known=...) only; lineage taint of
 substituted originals covers cell values, never labels;
 governance/pii/known_values.py matches whole values only).
-Currently FAILS: a label ends in "'김민" for the token of "김민준".
+Before the fix a label ended in "'김민" for the token of "김민준".
 """
 
 from __future__ import annotations

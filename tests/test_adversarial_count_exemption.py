@@ -1,4 +1,4 @@
-"""Adversarial review: the COUNT exemption of the lineage taint
+"""Found by adversarial review: the COUNT exemption of the lineage taint
 (governance/pii/lineage.py, _Classifier._trace / _count_multiplied) lets a
 count return a personal value, one character code per query.
 
@@ -15,7 +15,7 @@ HAVING atoms and FROM-table-function arguments; it ignores
   SELECT list of the derived tables the count reads.
 
 Each test reconstructs a planted value through the real executor; each
-currently FAILS because the value comes back in clear (as code points).
+failed before the fix: the value came back in clear (as code points).
 """
 
 from __future__ import annotations
@@ -75,7 +75,7 @@ COUNTS_THAT_ARE_VALUES = [
 
 @pytest.mark.parametrize("sql", COUNTS_THAT_ARE_VALUES)
 def test_lineage_masks_a_count_whose_value_is_a_personal_value(sql):
-    # Class: LINEAGE / COUNT EXEMPTION (currently FAILS: "count only").
+    # Class: LINEAGE / COUNT EXEMPTION (before the fix: "count only").
     (output,) = classify_outputs(sql, "postgres", _schema(), n_columns=1)
     assert output.pii_kind, output
 

@@ -1,4 +1,4 @@
-"""Adversarial review: PostgreSQL error messages print values UNQUOTED, and
+"""Found by adversarial review: PostgreSQL error messages print values UNQUOTED, and
 `execute.scrub_error_message` only elides quoted parts.
 
 Class: VALUE-FREE ERRORS (governance/sql/execute.py: scrub_error_message).
@@ -8,7 +8,7 @@ Class: VALUE-FREE ERRORS (governance/sql/execute.py: scrub_error_message).
 "start": -<n>'. Any integer computed from a personal column (a character
 code, or the phone's digits in one go) is echoed to the model AND into the
 audit row's reason. It works on re-identified tokens too: the model recovers
-the original behind a token it was given. Each test currently FAILS.
+the original behind a token it was given. Each test failed before the fix.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Adversarial review: the ROW-CHOICE exemption of the lineage taint
+"""Found by adversarial review: the ROW-CHOICE exemption of the lineage taint
 (governance/pii/lineage.py, _Classifier._lineage with full=False and
 _Classifier._derived_column) lets a plain number column return a personal
 value.
@@ -14,7 +14,7 @@ DISTINCT ON, and every row filter of the derived tables and CTEs it reads,
 
 _limit_taint covers a LIMIT *computed* from personal data, and _compared a
 column compared in WHERE / ON / HAVING, but an ORDER BY or GROUP BY key is
-neither. Each test currently FAILS because the value comes back in clear.
+neither. Each test failed before the fix: the value came back in clear.
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ ROW_CHOICES_THAT_ARE_VALUES = [
 
 @pytest.mark.parametrize("sql", ROW_CHOICES_THAT_ARE_VALUES)
 def test_lineage_masks_a_number_chosen_to_equal_a_personal_value(sql):
-    # Class: LINEAGE / ROW CHOICE (currently FAILS: "no source column (literal)").
+    # Class: LINEAGE / ROW CHOICE (before the fix: "no source column (literal)").
     outputs = classify_outputs(sql, "postgres", _schema(), n_columns=1)
     assert all(o.pii_kind for o in outputs), outputs
 
