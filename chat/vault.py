@@ -84,7 +84,9 @@ class _KnownCache:
         if turn_id is not None and read_in_turn == turn_id:
             return matcher
         triples = []
-        for row_id, kind, number, ciphertext in prepared.fetchall(_rows_since_sql(), [conversation_id, last_id]):
+        for row_id, kind, number, ciphertext in prepared.fetchall(
+            _rows_since_sql(), [_db_conversation_id(conversation_id), last_id]
+        ):
             last_id = max(last_id, row_id)
             try:
                 original = decrypt_text(ciphertext)
@@ -120,6 +122,14 @@ def _rows_since_sql() -> str:
         f'SELECT "id", "kind", "number", "ciphertext" FROM "{table}" '
         'WHERE "conversation_id" = %s AND "id" > %s ORDER BY "id"'
     )
+
+
+def _db_conversation_id(conversation_id: uuid.UUID):
+    """The id as the database column holds it (SQLite: 32 hex characters), for raw SQL."""
+    from django.db import connection
+
+    field = VaultEntry._meta.get_field("conversation").target_field
+    return field.get_db_prep_value(conversation_id, connection)
 
 
 def _note_committed(conversation_id: uuid.UUID, triples: list[tuple[str, str, str]]) -> None:

@@ -91,7 +91,7 @@ def test_make_run_profile_serves_a_working_demo(tmp_path):
 
         events = ask("SELECT city, count(*) AS n FROM customers GROUP BY city")
         finished = next(e for e in events if e["type"] == "tool.finished")
-        assert finished["outcome"] == "success" and finished["row_count"] > 1
+        assert finished["outcome"] == "success" and finished["row_count"] > 1, events
         answer = next(e for e in events if e["type"] == "message.completed")["text"]
         assert "| city | n |" in answer
 
