@@ -218,7 +218,11 @@ class FakeLLMServer:
                     event({}, finish="stop")
                     write(b"data: [DONE]\n\n")
                 elif kind == "huge_line":
-                    event({"content": "y" * fault.size})
+                    # One line, written in pieces so the server holds little.
+                    write(b'data: {"choices": [{"index": 0, "finish_reason": null, "delta": {"content": "')
+                    for start in range(0, fault.size, 65536):
+                        write(b"y" * min(65536, fault.size - start))
+                    write(b'"}}]}\n\n')
                     event({}, finish="stop")
                     write(b"data: [DONE]\n\n")
                 elif kind == "huge_tool_argument":
@@ -310,7 +314,7 @@ class FakeLLMServer:
                 pass
 
         self._httpd = Server(("127.0.0.1", 0), Handler)
-        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
+        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
 
     @property
     def base_url(self) -> str:
@@ -325,6 +329,13 @@ class FakeLLMServer:
         self._stop.set()
         self._httpd.shutdown()
         self._httpd.server_close()
+
+    def wait_sent(self, count: int = 1, timeout: float = 10.0) -> list[int]:
+        """`sent_bytes` once `count` fault replies have finished writing."""
+        until = time.monotonic() + timeout
+        while len(self.sent_bytes) < count and time.monotonic() < until:
+            time.sleep(0.01)
+        return self.sent_bytes
 
     def all_request_text(self) -> str:
         return "\n".join(json.dumps(r, ensure_ascii=False) for r in self.requests)
