@@ -371,15 +371,21 @@ class OpenAICompatibleClient:
                 oversize = False
                 # Tool calls arrive in fragments keyed by index; stitch them.
                 for fragment in delta.get("tool_calls") or []:
-                    if not isinstance(fragment, dict):
+                    index = fragment.get("index", 0) if isinstance(fragment, dict) else None
+                    if not isinstance(index, int) or isinstance(index, bool) or not isinstance(
+                        fragment.get("function") or {}, dict
+                    ):
                         raise ModelStreamError(_("the model server sent a malformed chunk."))
-                    index = fragment.get("index", 0)
                     slot = calls.setdefault(index, {"id": "", "name": "", "arguments": ""})
                     if fragment.get("id"):
                         slot["id"] = str(fragment["id"])[:200]
                     function = fragment.get("function") or {}
-                    slot["name"] = (slot["name"] + (function.get("name") or ""))[:200]
-                    piece = function.get("arguments") or ""
+                    name, piece = function.get("name") or "", function.get("arguments") or ""
+                    if not isinstance(name, str):
+                        raise ModelStreamError(_("the model server sent a malformed chunk."))
+                    if not isinstance(piece, str):
+                        piece = json.dumps(piece)  # some servers send the arguments as an object
+                    slot["name"] = (slot["name"] + name)[:200]
                     room = limits.tool_argument_max_chars + 1 - len(slot["arguments"])
                     slot["arguments"] += piece[: max(room, 0)]
                     argument_chars += len(piece)
