@@ -372,8 +372,10 @@ class OpenAICompatibleClient:
                 # Tool calls arrive in fragments keyed by index; stitch them.
                 for fragment in delta.get("tool_calls") or []:
                     index = fragment.get("index", 0) if isinstance(fragment, dict) else None
-                    if not isinstance(index, int) or isinstance(index, bool) or not isinstance(
-                        fragment.get("function") or {}, dict
+                    if (
+                        not isinstance(index, int)
+                        or isinstance(index, bool)
+                        or not isinstance(fragment.get("function") or {}, dict)
                     ):
                         raise ModelStreamError(_("the model server sent a malformed chunk."))
                     slot = calls.setdefault(index, {"id": "", "name": "", "arguments": ""})

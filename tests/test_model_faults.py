@@ -215,7 +215,7 @@ def test_a_long_retry_after_is_not_waited_for(fake):
 
 def test_no_retry_past_the_total_deadline(fake):
     fake.script = [fake_llm.status(500), text("ok")]
-    call = fails(fake, ModelStatusError, within=5, retry_base_seconds=30, total_seconds=2)
+    fails(fake, ModelStatusError, within=5, retry_base_seconds=30, total_seconds=2)
     assert len(fake.requests) == 1
 
 

@@ -226,7 +226,7 @@ class FakeLLMServer:
                     event({}, finish="stop")
                     write(b"data: [DONE]\n\n")
                 elif kind == "huge_tool_argument":
-                    head = "{\"sql\": \"SELECT '"
+                    head = '{"sql": "SELECT \''
                     call = {"index": 0, "id": "call_big", "type": "function"}
                     event({"tool_calls": [{**call, "function": {"name": fault.content, "arguments": head}}]})
                     remaining = fault.size - len(head) - 3
