@@ -3,9 +3,12 @@ every tool call goes through the executor passed in, never around it."""
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+
+from django.conf import settings
 
 from chat.context import TurnContext
 from chat.executor import ToolResult
@@ -53,10 +56,91 @@ def _assistant_entry(reply: AssistantReply) -> dict:
     entry: dict = {"role": "assistant", "content": reply.content or ""}
     if reply.tool_calls:
         entry["tool_calls"] = [
-            {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
+            {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": _kept_arguments(c.arguments)}}
             for c in reply.tool_calls
         ]
     return entry
+
+
+def _kept_arguments(arguments: str) -> str:
+    """An oversize argument (refused by the executor) is neither stored nor
+    re-sent; a short JSON note stands in for it."""
+    if len(arguments) <= settings.OWLAI_TOOL_ARGUMENT_MAX_CHARS:
+        return arguments
+    return json.dumps({"trimmed": f"more than {settings.OWLAI_TOOL_ARGUMENT_MAX_CHARS} chars"})
+
+
+# --- History budget -----------------------------------------------------------
+
+
+def history_budget(ctx: TurnContext) -> int:
+    """Characters of history re-sent per model call: the model's
+    `history_chars` in the install config, else OWLAI_HISTORY_CHARS."""
+    install = getattr(settings, "OWLAI_INSTALL", None)
+    provider = install.provider(ctx.provider_name) if install is not None else None
+    spec = next((m for m in provider.models if m.name == ctx.model_name), None) if provider else None
+    if spec is not None and spec.history_chars:
+        return spec.history_chars
+    return settings.OWLAI_HISTORY_CHARS
+
+
+def _chars(entry: dict) -> int:
+    size = len(entry.get("content") or "")
+    for call in entry.get("tool_calls") or []:
+        function = call.get("function") or {}
+        size += len(function.get("name") or "") + len(function.get("arguments") or "")
+    return size
+
+
+def trimmed_note(chars: int) -> str:
+    return f"[trimmed: {chars} chars]"
+
+
+def fit_history(messages: list[dict], *, budget: int, current: int) -> list[dict]:
+    """What is sent to the model: `messages` cut to `budget` characters.
+
+    `current` is the index of this turn's user message; what follows it is
+    this turn's own work. System messages and the current user message are
+    always kept. In order, until the budget holds: (1) tool results are
+    replaced by a "[trimmed: N chars]" note, oldest first, except those the
+    model has not read yet (after the last assistant message); (2) the oldest
+    earlier turns are dropped whole (a user message and all after it), so
+    tool calls and their results stay paired; (3) the unread tool results are
+    trimmed too. The input list and its entries are never modified.
+    """
+    total = sum(_chars(m) for m in messages)
+    if total <= budget:
+        return messages
+    out: list[dict | None] = list(messages)
+    last_assistant = max((i for i, m in enumerate(out) if m["role"] == "assistant"), default=-1)
+
+    def trim(indices) -> None:
+        nonlocal total
+        for i in indices:
+            if total <= budget:
+                return
+            entry = out[i]
+            if entry is None or entry["role"] != "tool":
+                continue
+            size = len(entry.get("content") or "")
+            note = trimmed_note(size)
+            if size > len(note):
+                out[i] = {**entry, "content": note}
+                total -= size - len(note)
+
+    trim(range(last_assistant))
+    # Earlier turns, oldest first: each starts at a user message.
+    starts = [i for i in range(current) if out[i]["role"] == "user"]
+    for n, start in enumerate(starts):
+        if total <= budget:
+            break
+        end = starts[n + 1] if n + 1 < len(starts) else current
+        for i in range(start, end):
+            if out[i] is not None and out[i]["role"] != "system":
+                total -= _chars(out[i])
+                out[i] = None
+    trim(range(last_assistant, len(out)))
+    return [m for m in out if m is not None]
 
 
 class TurnAbandoned(Exception):
@@ -73,12 +157,16 @@ def run_agent_loop(
     emit: Emit,
     max_steps: int,
     still_wanted: Callable[[], bool] | None = None,
+    history_chars: int | None = None,
 ) -> LoopResult:
     """Alternate model calls and tool calls until the model answers without
     tools or `max_steps` model calls were made. Exceptions from `execute`
     (e.g. the audit row could not be written) propagate: the caller fails the
-    turn and the tool result never reaches the model."""
+    turn and the tool result never reaches the model. Before every model call
+    the history is cut to the model's budget (`fit_history`)."""
     new: list[dict] = []
+    budget = history_chars or history_budget(ctx)
+    current = max((i for i, m in enumerate(messages) if m["role"] == "user"), default=len(messages))
 
     def check() -> None:
         # E.g. the owner deleted the conversation: stop before the next
@@ -89,7 +177,8 @@ def run_agent_loop(
     for _step in range(max_steps):
         check()
         stream = TokenSafeStream(lambda text: emit("message.delta", {"text": text}))
-        reply = client.complete(messages=messages + new, tools=tools, on_delta=stream.feed)
+        sent = fit_history(messages + new, budget=budget, current=current)
+        reply = client.complete(messages=sent, tools=tools, on_delta=stream.feed)
         stream.flush()
         new.append(_assistant_entry(reply))
         if not reply.tool_calls:

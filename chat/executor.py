@@ -64,6 +64,13 @@ class _Refused(Exception):
 def execute_tool_call(ctx: TurnContext, *, name: str, arguments: str) -> ToolResult:
     """Run one tool call for a turn. Raises AuditWriteError when the call cannot
     be recorded: the caller must then stop the turn without the result."""
+    # Oversize arguments are refused before anything reads them (the model
+    # client stops reading such an argument after the cap + 1 characters).
+    limit = settings.OWLAI_TOOL_ARGUMENT_MAX_CHARS
+    if len(arguments or "") > limit:
+        reason = f"arguments longer than {limit} characters"
+        _audit(ctx, tool=name or "?", outcome=Outcome.DENIED, reason=reason)
+        return _refusal(f"{reason}; send a shorter call")
     if name == RUN_SQL:
         return _run_sql(ctx, arguments)
     if name == SEARCH_DOCUMENTS:

@@ -31,6 +31,9 @@ class InstallConfigError(Exception):
 class ModelSpec:
     name: str
     label: str
+    # Characters of history re-sent to this model per call; None: the default
+    # (OWLAI_HISTORY_CHARS).
+    history_chars: int | None = None
 
 
 @dataclass(frozen=True)
@@ -88,7 +91,18 @@ def _parse_models(raw: object, where: str) -> tuple[ModelSpec, ...]:
         if name in seen:
             raise InstallConfigError(f"{where}: duplicate model name '{name}'")
         seen.add(name)
-        models.append(ModelSpec(name=name, label=_require_str(item, "label", item_where, default=name)))
+        history_chars = item.get("history_chars")
+        if history_chars is not None and (
+            not isinstance(history_chars, int) or isinstance(history_chars, bool) or history_chars < 1000
+        ):
+            raise InstallConfigError(f"{item_where}: 'history_chars' must be an integer of at least 1000")
+        models.append(
+            ModelSpec(
+                name=name,
+                label=_require_str(item, "label", item_where, default=name),
+                history_chars=history_chars,
+            )
+        )
     return tuple(models)
 
 

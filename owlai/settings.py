@@ -217,3 +217,31 @@ LOGGING = {
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="INFO")},
 }
+
+# --- Model calls (chat.llm, chat.agent) ------------------------------------------
+# Deadlines of one model call: connect, first byte (the first streamed data),
+# idle (between data events; keep-alive comments are not progress) and total
+# (the whole call, retries included). OWLAI_MODEL_TIMEOUT_SECONDS no longer
+# applies to model calls; the total is the outer bound.
+OWLAI_MODEL_CONNECT_SECONDS = env.float("OWLAI_MODEL_CONNECT_SECONDS", default=5.0)
+OWLAI_MODEL_FIRST_BYTE_SECONDS = env.float("OWLAI_MODEL_FIRST_BYTE_SECONDS", default=60.0)
+OWLAI_MODEL_IDLE_SECONDS = env.float("OWLAI_MODEL_IDLE_SECONDS", default=30.0)
+OWLAI_MODEL_TOTAL_SECONDS = env.float("OWLAI_MODEL_TOTAL_SECONDS", default=180.0)
+# Retries only for HTTP 429 / 5xx and connection errors before any response,
+# with exponential backoff and jitter, within the total deadline. A Retry-After
+# longer than OWLAI_MODEL_RETRY_AFTER_MAX_SECONDS is not waited for.
+OWLAI_MODEL_MAX_RETRIES = env.int("OWLAI_MODEL_MAX_RETRIES", default=2)
+OWLAI_MODEL_RETRY_BASE_SECONDS = env.float("OWLAI_MODEL_RETRY_BASE_SECONDS", default=0.5)
+OWLAI_MODEL_RETRY_AFTER_MAX_SECONDS = env.float("OWLAI_MODEL_RETRY_AFTER_MAX_SECONDS", default=10.0)
+# A longer answer fails the turn (reading stops); a longer tool-call argument
+# is refused by the executor (one audited `denied` row, never parsed).
+OWLAI_MODEL_ANSWER_MAX_CHARS = env.int("OWLAI_MODEL_ANSWER_MAX_CHARS", default=200_000)
+OWLAI_TOOL_ARGUMENT_MAX_CHARS = env.int("OWLAI_TOOL_ARGUMENT_MAX_CHARS", default=100_000)
+# Characters of history re-sent to the model per call (a model's
+# `history_chars` in the install config overrides it): oldest tool results are
+# trimmed first, then the oldest turns dropped.
+OWLAI_HISTORY_CHARS = env.int("OWLAI_HISTORY_CHARS", default=120_000)
+if min(OWLAI_MODEL_CONNECT_SECONDS, OWLAI_MODEL_FIRST_BYTE_SECONDS, OWLAI_MODEL_IDLE_SECONDS) <= 0:
+    raise ImproperlyConfigured("OWLAI_MODEL_*_SECONDS deadlines must be positive")
+if OWLAI_MODEL_TOTAL_SECONDS <= 0 or OWLAI_MODEL_MAX_RETRIES < 0:
+    raise ImproperlyConfigured("OWLAI_MODEL_TOTAL_SECONDS must be positive, OWLAI_MODEL_MAX_RETRIES not negative")
