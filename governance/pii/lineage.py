@@ -490,15 +490,15 @@ def _names_pii_by_word(sql: object, schema: object, tainted_literals: object) ->
 
 # Words of a statement that may set its number of rows (fallback for text that
 # does not parse): set-returning / table functions, recursion, limits,
-# grouping, set operations, joins, VALUES; a comma or parenthesis after FROM
-# (implicit joins, table functions) is checked separately.
+# grouping, set operations, joins, VALUES; a comma after FROM (implicit join)
+# or a function call as a FROM item is checked separately.
 _ROW_SHAPE_WORDS = re.compile(
     r"\b(?:recursive|limit|offset|fetch|top|group|distinct|union|intersect|except|minus|join|lateral|"
     r"unnest|values|having|connect|generate_series|generate_subscripts|json_\w+|jsonb_\w+|regexp_\w+|"
     r"string_to_table|\w*series\w*)\b",
     re.IGNORECASE,
 )
-_FROM_LIST = re.compile(r"\bfrom\b.*[,(]", re.IGNORECASE | re.DOTALL)
+_FROM_LIST = re.compile(r"\bfrom\b.*,|\bfrom\s+(?:[\w$\"`]+\s*\.\s*)?[\w$\"`]+\s*\(", re.IGNORECASE | re.DOTALL)
 
 
 # --------------------------------------------------------------------------
