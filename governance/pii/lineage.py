@@ -112,6 +112,32 @@ choice decides an output's VALUE:
   condition and that side's filters: ``LEFT JOIN customers c2 ON c2.id =
   c.id AND c2.name > 'M'`` makes ``c2.id`` NULL or not per row.
 
+Row count of the result (:func:`rows_read_pii`). Masking hides values, not
+rows: ``SELECT 1 FROM customers c, generate_series(1, ascii(c.name))``
+returns as many rows as the code. The number of rows of the RESULT is read
+like a count over it, ``SELECT count(*) FROM (<query>)``: personal data that
+multiplies or makes rows (:meth:`_Classifier._count_multiplied`) or sets a
+row source's number of rows (:meth:`_Classifier._row_count`), applied to the
+root scope, returns its most severe kind; the caller must then treat the
+row count of the result as personal data. Filtering real rows
+by personal data (``WHERE name LIKE '김%'``, ``JOIN customers c2 ON c2.name =
+c.name``, a semi-join on ids) is a yes/no like a count: None. Two
+refinements at the root only (:meth:`_Classifier._result_rows`): its own
+ORDER BY never changes how many rows there are (unless ``FETCH ... WITH
+TIES`` or a set-returning key), and an aggregate without GROUP BY returns
+one row (none under HAVING: a yes/no) whatever it reads - its count's VALUE
+is masked as a column - except for set-returning outputs; a set operation's
+branches are each such a result. The same parse, fast path (no personal-data
+name, star, whole row, literal or unknown relation: None without the walk),
+qualify, memo and budget as :func:`classify_outputs`. Fail closed: when the
+walk cannot decide, the doubt kind if the statement names personal data AND
+has a shape that can set a number of rows (:func:`_row_shape`: a table or
+set-returning function, a recursive CTE, a LIMIT / OFFSET / FETCH that is
+not a plain number, GROUP BY / DISTINCT over an expression, HAVING, a set
+operation, a predicate comparing a personal-data name with another column);
+unparsable text is judged by its words; an internal error gives the doubt
+kind whenever the text names a personal-data column.
+
 How it works:
 
 1. Parse once with sqlglot and collect the relations the query reads. Fast
@@ -144,10 +170,10 @@ Known limits (accepted, stated so they are not mistaken for coverage):
 filters and counts remain yes/no oracles (``WHERE name LIKE '김%'`` with a
 count or a row count, asked many times, narrows a value down); sorting or
 grouping by a bare personal-data column reveals the order / grouping of the
-values; the NUMBER of rows of the result itself is not masked (masking hides
-values, not rows): ``SELECT 1 FROM customers c, generate_series(1,
-ascii(c.name))`` returns as many rows as the code - the executor's row cap
-and the caller must treat the row count of such a result as data; and free-text
+values (and, like ``count(DISTINCT name)``, ``SELECT DISTINCT name`` the
+number of distinct values); the row-count rule answers for the whole result
+only: the caller must still act on it (hide the count, refuse the result);
+and free-text
 (unclassified) columns are protected by the value detectors only, so a
 comparison or position over them (``strpos(memo, '010-1')``) or cutting
 them into short pieces (``substr(memo, g, 1)`` per row) is not masked - only
