@@ -112,6 +112,32 @@ choice decides an output's VALUE:
   condition and that side's filters: ``LEFT JOIN customers c2 ON c2.id =
   c.id AND c2.name > 'M'`` makes ``c2.id`` NULL or not per row.
 
+Row count of the result (:func:`rows_read_pii`). Masking hides values, not
+rows: ``SELECT 1 FROM customers c, generate_series(1, ascii(c.name))``
+returns as many rows as the code. The number of rows of the RESULT is read
+like a count over it, ``SELECT count(*) FROM (<query>)``: personal data that
+multiplies or makes rows (:meth:`_Classifier._count_multiplied`) or sets a
+row source's number of rows (:meth:`_Classifier._row_count`), applied to the
+root scope, returns its most severe kind; the caller must then treat the
+row count of the result as personal data. Filtering real rows
+by personal data (``WHERE name LIKE '김%'``, ``JOIN customers c2 ON c2.name =
+c.name``, a semi-join on ids) is a yes/no like a count: None. Two
+refinements at the root only (:meth:`_Classifier._result_rows`): its own
+ORDER BY never changes how many rows there are (unless ``FETCH ... WITH
+TIES`` or a set-returning key), and an aggregate without GROUP BY returns
+one row (none under HAVING: a yes/no) whatever it reads - its count's VALUE
+is masked as a column - except for set-returning outputs; a set operation's
+branches are each such a result. The same parse, fast path (no personal-data
+name, star, whole row, literal or unknown relation: None without the walk),
+qualify, memo and budget as :func:`classify_outputs`. Fail closed: when the
+walk cannot decide, the doubt kind if the statement names personal data AND
+has a shape that can set a number of rows (:func:`_row_shape`: a table or
+set-returning function, a recursive CTE, a LIMIT / OFFSET / FETCH that is
+not a plain number, GROUP BY / DISTINCT over an expression, HAVING, a set
+operation, a predicate comparing a personal-data name with another column);
+unparsable text is judged by its words; an internal error gives the doubt
+kind whenever the text names a personal-data column.
+
 How it works:
 
 1. Parse once with sqlglot and collect the relations the query reads. Fast
@@ -144,10 +170,10 @@ Known limits (accepted, stated so they are not mistaken for coverage):
 filters and counts remain yes/no oracles (``WHERE name LIKE '김%'`` with a
 count or a row count, asked many times, narrows a value down); sorting or
 grouping by a bare personal-data column reveals the order / grouping of the
-values; the NUMBER of rows of the result itself is not masked (masking hides
-values, not rows): ``SELECT 1 FROM customers c, generate_series(1,
-ascii(c.name))`` returns as many rows as the code - the executor's row cap
-and the caller must treat the row count of such a result as data; and free-text
+values (and, like ``count(DISTINCT name)``, ``SELECT DISTINCT name`` the
+number of distinct values); the row-count rule answers for the whole result
+only: the caller must still act on it (hide the count, refuse the result);
+and free-text
 (unclassified) columns are protected by the value detectors only, so a
 comparison or position over them (``strpos(memo, '010-1')``) or cutting
 them into short pieces (``substr(memo, g, 1)`` per row) is not masked - only
@@ -180,6 +206,7 @@ from dataclasses import dataclass
 
 from sqlglot import exp
 from sqlglot.dialects.dialect import Dialect
+from sqlglot.errors import SqlglotError
 from sqlglot.optimizer.qualify import qualify
 from sqlglot.optimizer.scope import Scope, traverse_scope
 from sqlglot.schema import MappingSchema
@@ -438,6 +465,66 @@ def _last_resort(schema: object, n_columns: int | None, why: str) -> list[Output
     if kind is None:
         return [OutputColumn(i, "", None, (), f"{why}; no personal data in schema") for i in range(count)]
     return [OutputColumn(i, "", kind, (), f"{why}; masked (doubt)") for i in range(count)]
+
+
+def rows_read_pii(
+    sql: str,
+    dialect: str,
+    schema: dict[str, dict[str, str | None]],
+    *,
+    tainted_literals: Mapping[str, str] | None = None,
+) -> str | None:
+    """The personal-data kind (most severe) when personal data decides how
+    many rows the result of ``sql`` has beyond filtering rows of real tables,
+    else None: the count rules applied to the whole result, as if it were
+    ``SELECT count(*) FROM (<sql>)`` (see "Row count of the result" in the
+    module docstring). ``SELECT 1 FROM customers c, generate_series(1,
+    ascii(c.name))`` returns as many rows as the code: a kind. ``SELECT id
+    FROM customers WHERE name LIKE '김%'`` filters real rows: None.
+
+    ``schema`` and ``tainted_literals`` as for :func:`classify_outputs`.
+    Never raises. Fails closed: a statement whose lineage cannot be resolved
+    gets the doubt kind when it names personal data (a PII column, a star or
+    a whole row, a tainted literal, an unknown relation) and has any shape
+    that can set a number of rows (:func:`_row_shape`); an internal error
+    gets the doubt kind when the SQL names a PII column at all."""
+    try:
+        return _Classifier(sql, dialect, schema, None, tainted_literals).rows_kind()
+    except Exception:  # fail closed on anything unexpected
+        try:
+            return _DOUBT_KIND if _names_pii_by_word(sql, schema, tainted_literals) else None
+        except Exception:
+            return _DOUBT_KIND
+
+
+def _names_pii_by_word(sql: object, schema: object, tainted_literals: object) -> bool:
+    """Does the text name a personal-data column of the schema (as a word,
+    any case), or hold a tainted literal or a token? Anything unreadable: yes."""
+    if not isinstance(sql, str):
+        return True
+    text = sql.lower()
+    words = set(_WORD.findall(text))
+    for columns in schema.values():  # type: ignore[attr-defined]
+        for column, kind in columns.items():
+            if _kind(kind) and str(column).lower() in words:
+                return True
+    for original in tainted_literals or {}:  # type: ignore[attr-defined]
+        if isinstance(original, str) and original and original in sql:
+            return True
+    return bool(TOKEN_PATTERN.search(sql))
+
+
+# Words of a statement that may set its number of rows (fallback for text that
+# does not parse): set-returning / table functions, recursion, limits,
+# grouping, set operations, joins, VALUES; a comma after FROM (implicit join)
+# or a function call as a FROM item is checked separately.
+_ROW_SHAPE_WORDS = re.compile(
+    r"\b(?:recursive|limit|offset|fetch|top|group|distinct|union|intersect|except|minus|join|lateral|"
+    r"unnest|values|having|connect|generate_series|generate_subscripts|json_\w+|jsonb_\w+|regexp_\w+|"
+    r"string_to_table|\w*series\w*)\b",
+    re.IGNORECASE,
+)
+_FROM_LIST = re.compile(r"\bfrom\b.*,|\bfrom\s+(?:[\w$\"`]+\s*\.\s*)?[\w$\"`]+\s*\(", re.IGNORECASE | re.DOTALL)
 
 
 # --------------------------------------------------------------------------
@@ -729,6 +816,95 @@ def _child_expressions(value: object) -> list[exp.Expr]:
     if isinstance(value, list):
         return [item for item in value if isinstance(item, exp.Expr)]
     return []
+
+
+def _plain_limit(node: object) -> bool:
+    """A LIMIT / OFFSET / FETCH that is absent or a plain number (no WITH TIES)."""
+    if not isinstance(node, exp.Expr):
+        return True
+    for part in node.walk():
+        if isinstance(part, (exp.Limit, exp.Offset, exp.Fetch, exp.Var)):
+            continue
+        if isinstance(part, exp.LimitOptions):
+            if part.args.get("with_ties") or part.args.get("percent"):
+                return False
+            continue
+        if not (isinstance(part, exp.Literal) and not part.is_string):
+            return False
+    return True
+
+
+def _order_sets_count(query: exp.Expr) -> bool:
+    """Can a query's own ORDER BY change how many rows it returns? Only
+    through FETCH ... WITH TIES or a set-returning function in a key
+    (PostgreSQL runs ``ORDER BY generate_series(1, 3)``): otherwise ordering
+    rows never adds or removes one."""
+    order = query.args.get("order")
+    if order is None:
+        return False
+    limit = query.args.get("limit")
+    if isinstance(limit, exp.Expr) and any(
+        options.args.get("with_ties") or options.args.get("percent") for options in limit.find_all(exp.LimitOptions)
+    ):
+        return True
+    return any(_is_set_returning(node) for node in order.walk())
+
+
+def _is_aggregate_select(query: exp.Expr) -> bool:
+    """A SELECT without GROUP BY that aggregates (in its outputs or HAVING):
+    it returns one row, or none under HAVING, whatever rows it reads."""
+    if not isinstance(query, exp.Select) or query.args.get("group") is not None:
+        return False
+    parts = [*query.selects, *_child_expressions(query.args.get("having"))]
+    for part in parts:
+        for node in part.walk():
+            if isinstance(node, exp.AggFunc) and node.find_ancestor(exp.Select) is query:
+                if not isinstance(node.parent, exp.Window) and not (
+                    isinstance(node.parent, exp.Filter) and isinstance(node.parent.parent, exp.Window)
+                ):
+                    return True
+    return False
+
+
+def _row_shape(root: exp.Expr, pii_names: set[str]) -> str | None:
+    """A construct that can make the number of result rows a value (for the
+    fallback of :func:`rows_read_pii`, by shape and names only), or None: a
+    set-returning or table function (an unknown function may be one), a
+    recursive CTE, a LIMIT / OFFSET / FETCH that is not a plain number, GROUP
+    BY / DISTINCT / DISTINCT ON over anything but bare columns, a HAVING, a
+    set operation, or a predicate comparing a personal-data name with
+    another column, a nested query or a whole row."""
+    for node in root.walk():
+        if isinstance(node, exp.With) and node.args.get("recursive"):
+            return "a recursive CTE"
+        if isinstance(node, (exp.Limit, exp.Offset, exp.Fetch)) and not _plain_limit(node):
+            return "a computed LIMIT / OFFSET / FETCH"
+        if isinstance(node, exp.Table) and not isinstance(node.this, exp.Identifier):
+            return "a table function"
+        if isinstance(node, (exp.UDTF, exp.GenerateSeries, exp.Anonymous)) or _is_set_returning(node):
+            return "a set-returning function"
+        if isinstance(node, exp.SetOperation):
+            return "a set operation"
+        if isinstance(node, exp.Having):
+            return "a HAVING"
+        if isinstance(node, exp.Group) and any(
+            type(key) is not exp.Column for key in map(_sort_key, node.iter_expressions())
+        ):
+            return "GROUP BY an expression"
+        if isinstance(node, exp.Select) and isinstance(node.args.get("distinct"), exp.Distinct):
+            on = node.args["distinct"].args.get("on")
+            keys = (on.expressions if isinstance(on, exp.Tuple) else [on]) if isinstance(on, exp.Expr) else []
+            items = [item.this if isinstance(item, exp.Alias) else item for item in node.selects]
+            if any(type(key) is not exp.Column for key in [*map(_sort_key, keys), *items]):
+                return "DISTINCT over an expression"
+    for select in root.find_all(exp.Select):
+        for atom in _atoms(_conditions(select)):
+            names = {column.name.lower() for column in atom.find_all(exp.Column)}
+            if names & pii_names and (
+                names - pii_names or atom.find(exp.Query, exp.TableColumn, exp.Count, exp.Star) is not None
+            ):
+                return "a comparison of personal data with another column"
+    return None
 
 
 # --------------------------------------------------------------------------
@@ -1029,6 +1205,91 @@ class _Classifier:
         # The lineage pass rewrote the tree; the fallback needs the query as written.
         return self._fallback(why, self._parse()[0], referenced)
 
+    def rows_kind(self) -> str | None:
+        """:func:`rows_read_pii`: the same parse, fast path, qualify and walk
+        as :meth:`run`, asking the count question of the root scope."""
+        if self.dialect not in _DIALECTS or not isinstance(self.sql, str):
+            return self._rows_fallback(None, None)
+        root, _why = self._parse()
+        if root is None or not isinstance(root, (exp.Select, exp.SetOperation, exp.Values)):
+            return self._rows_fallback(None, None)
+        if isinstance(root, exp.Values):
+            return None  # as many rows as it lists
+        referenced, tables = self._referenced_tables(root)
+        pii = self.index.pii_columns(referenced)
+        self.pii_names = {column for _, column in pii}
+        if not self.special_kinds(root):
+            # Without a personal-data name, star, whole row, literal or
+            # unknown relation nothing can read personal data (see run()).
+            if not pii:
+                return None
+            if not _may_reach_pii(root, self.pii_names) and not _names_unknown_column(
+                root, {c for key in referenced for c in self.index.columns(key)}
+            ):
+                return None
+        try:
+            if _odd_column_names(root):
+                raise _Unresolved("a column is named by a string or an expression")
+            root_scope = self._prepare(root, tables)
+            found = self._result_rows(root_scope, root=True)
+        except (_Unresolved, SqlglotError, RecursionError):  # unresolved, budget: by names and shape
+            return self._rows_fallback(self._parse()[0], referenced)
+        kinds = [kind for kind in (self.index.columns(key).get(column) for key, column in found[0]) if kind]
+        return _most_severe([*kinds, *(taint[0] for taint in found[1])])
+
+    def _result_rows(self, scope: Scope, root: bool = False) -> _Found:
+        """Personal data that sets the number of rows of the result: for the
+        root scope what :meth:`_count_multiplied` and :meth:`_row_count`
+        find for a count over it, except where that number cannot depend on
+        it: the root's ORDER BY (unless WITH TIES or a set-returning key),
+        and everything below an aggregate without GROUP BY (one row, or
+        none under HAVING: a yes/no like a filter) but its set-returning
+        outputs. A set operation's branches are results of their own."""
+        expression = scope.expression
+        if root and expression.args.get("order") is not None and not _order_sets_count(expression):
+            expression.set("order", None)  # ordering never changes how many rows there are
+        if isinstance(expression, exp.SetOperation):
+            branches = scope.set_operation_scopes
+            if len(branches) != 2:
+                raise _Unresolved("set operation without branches")
+            results = [self._limit_taint(scope), self._row_choice(scope)]
+            if expression.args.get("distinct"):
+                results.extend(self._output_key(scope, i) for i in range(self._output_count(scope)))
+            results.extend(self._result_rows(branch) for branch in branches)
+            return _merge(results)
+        if _is_aggregate_select(expression):
+            return _merge(
+                self._pii_only(self._trace(item, scope, False))
+                for item in expression.selects
+                if any(_is_set_returning(node) for node in item.walk())
+            )
+        return _merge([self._count_multiplied(scope), self._row_count(scope)])
+
+    def _rows_fallback(self, root: exp.Expr | None, referenced: set[str] | None) -> str | None:
+        """:func:`rows_read_pii` when the walk cannot decide: the doubt kind
+        when the statement names personal data AND has a shape that can set
+        a number of rows (:func:`_row_shape`), else None. Unparsable text is
+        judged by its words: a PII column name, a tainted literal or any
+        table with personal data (a whole row cannot be ruled out), and a
+        row-setting word or a list / function after FROM."""
+        if root is None:
+            if not isinstance(self.sql, str):
+                return _DOUBT_KIND
+            names_pii = (
+                bool(self.index.pii_columns(self._tables_by_word()))
+                or self._text_literal_kind() is not None
+                or _names_pii_by_word(self.sql, self.index.schema, self.literal_kinds)
+            )
+            shaped = bool(_ROW_SHAPE_WORDS.search(self.sql) or _FROM_LIST.search(self.sql))
+            return _DOUBT_KIND if names_pii and shaped else None
+        if referenced is None:
+            referenced, _ = self._referenced_tables(root)
+        pii_names = {column for _, column in self.index.pii_columns(referenced)}
+        names_pii = bool(self.special_kinds(root)) or (bool(pii_names) and _may_reach_pii(root, pii_names))
+        if not names_pii:
+            return None
+        return _DOUBT_KIND if _row_shape(root, pii_names) is not None else None
+
     def _parse(self) -> tuple[exp.Expr | None, str]:
         """(root of the single statement, "") or (None, why not)."""
         try:
@@ -1121,6 +1382,24 @@ class _Classifier:
     ) -> list[OutputColumn]:
         if isinstance(root, exp.Values):
             return self._values_root(root, names)
+        root_scope = self._prepare(root, tables)
+
+        count = self._output_count(root_scope)
+        if self.n_columns is not None and self.n_columns != count:
+            raise _Unresolved(f"{self.n_columns} columns returned, {count} resolved")
+
+        qualified_names = [s.alias_or_name for s in _leftmost_select(root_scope.expression).selects]
+        display = self._align_names(names, qualified_names)
+        # The outermost query's own row choice (WHERE, GROUP BY, ...) is not
+        # traced: only each output's expression, with full=False.
+        return [
+            self._output(index, display[index], self._scope_output(root_scope, index, full=False))
+            for index in range(count)
+        ]
+
+    def _prepare(self, root: exp.Expr, tables: list[tuple[exp.Table, tuple[str, ...]]]) -> Scope:
+        """Point the tables at the schema, qualify the tree and build its
+        scopes (in place); the root query's scope."""
         if not isinstance(root, (exp.Select, exp.SetOperation)):
             raise _Unresolved(f"not a query: {type(root).__name__}")
 
@@ -1175,19 +1454,7 @@ class _Classifier:
             self.traversed.add(id(scope))
         for scope in scopes:
             self._map_alias_refs(scope)
-
-        count = self._output_count(root_scope)
-        if self.n_columns is not None and self.n_columns != count:
-            raise _Unresolved(f"{self.n_columns} columns returned, {count} resolved")
-
-        qualified_names = [s.alias_or_name for s in _leftmost_select(root_scope.expression).selects]
-        display = self._align_names(names, qualified_names)
-        # The outermost query's own row choice (WHERE, GROUP BY, ...) is not
-        # traced: only each output's expression, with full=False.
-        return [
-            self._output(index, display[index], self._scope_output(root_scope, index, full=False))
-            for index in range(count)
-        ]
+        return root_scope
 
     def _map_alias_refs(self, scope: Scope) -> None:
         """Record what an unqualified name inside an ORDER BY / DISTINCT ON
