@@ -791,7 +791,10 @@ def _leaf(text: str) -> tuple:
 _expressions = st.recursive(
     st.sampled_from(_PII_LEAVES + _PLAIN_LEAVES).map(_leaf),
     lambda inner: st.one_of(
-        st.tuples(st.sampled_from(_UNARY), inner).map(lambda t: (t[0].format(t[1][0]), *t[1][1:])),
+        # A window ordered by c.id reads a column even over a literal.
+        st.tuples(st.sampled_from(_UNARY), inner).map(
+            lambda t: (t[0].format(t[1][0]), t[1][1], t[1][2], t[1][3] or "c.id" in t[0])
+        ),
         st.tuples(st.sampled_from(_BINARY), inner, inner).map(
             lambda t: (t[0].format(t[1][0], t[2][0]), t[1][1] or t[2][1], t[1][2] or t[2][2], t[1][3] or t[2][3])
         ),
