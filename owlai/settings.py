@@ -186,7 +186,12 @@ CELERY_BEAT_SCHEDULE = {
     "audit-digest": {"task": "audit.seal_new_rows", "schedule": env.float("OWLAI_AUDIT_DIGEST_SECONDS", default=600.0)},
     "audit-retention": {"task": "audit.purge_expired", "schedule": 24 * 3600.0},
     "conversation-retention": {"task": "chat.purge_conversations", "schedule": 24 * 3600.0},
-    "turn-recovery": {"task": "chat.recover_turns", "schedule": OWLAI_TURN_RECOVERY_SECONDS},
+    # Expires: while no worker runs, rounds must not pile up in the queue.
+    "turn-recovery": {
+        "task": "chat.recover_turns",
+        "schedule": OWLAI_TURN_RECOVERY_SECONDS,
+        "options": {"expires": OWLAI_TURN_RECOVERY_SECONDS},
+    },
 }
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_IGNORE_RESULT = True
