@@ -1,4 +1,10 @@
-"""Turn events on the conversation's channel-layer group.
+"""Turn events: stored first, then sent on the conversation's channel-layer group.
+
+The database is the truth and the channel layer only the transport: every
+event a turn produces gets the next `seq` of its turn and a `TurnEvent` row
+before it is published, so a frame the layer drops (a full channel, a Redis
+restart) costs the user nothing: the page sees the gap in `seq` and asks for
+the rest (`sync`), which `replay` reads back from the database.
 
 The worker (Celery, or in-process in the embedded profile) publishes; every
 websocket connected to the conversation relays them to its browser.
@@ -7,10 +13,12 @@ websocket connected to the conversation relays them to its browser.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+import time
 
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
+from django.conf import settings
+from django.db import DatabaseError, IntegrityError, transaction
 
 logger = logging.getLogger(__name__)
 
@@ -23,25 +31,107 @@ MESSAGE_DELTA = "message.delta"
 MESSAGE_COMPLETED = "message.completed"
 TURN_FINISHED = "turn.finished"
 ERROR = "error"
+# Sent by the consumer only (never stored): the conversation as the database
+# has it, on connect and whenever the socket may have missed events.
+STATE = "state"
 
 
 def conversation_group(conversation_id_hex: str) -> str:
     return f"conversation.{conversation_id_hex}"
 
 
-def make_emitter(*, group: str, turn_id: int) -> Callable[[str, dict], None]:
-    layer = get_channel_layer()
-    send = async_to_sync(layer.group_send)
+def publish(group: str, frame: dict) -> None:
+    """Best effort: the frame is already stored, a client that misses it
+    resyncs. Never raises (a Redis outage must not fail a governed turn)."""
+    try:
+        async_to_sync(get_channel_layer().group_send)(group, {"type": "turn.event", "event": frame})
+    except Exception as exc:
+        logger.warning(
+            "could not publish %s #%s of turn %s: %s", frame.get("type"), frame.get("seq"), frame.get("turn_id"), exc
+        )
 
-    def emit(event_type: str, payload: dict) -> None:
-        event = {"type": event_type, "turn_id": turn_id, **payload}
+
+class TurnEmitter:
+    """Stores and publishes one turn's events, numbering them.
+
+    Only the worker that claimed the turn emits for it (the claim is a
+    conditional UPDATE), so the next `seq` is kept in memory: one INSERT per
+    event, no counter row to lock. Should another party have numbered an
+    event of this turn meanwhile (the recovery job failing a turn whose
+    heartbeat went stale), the unique (turn, seq) constraint refuses ours and
+    the emitter goes quiet (`lost`): the turn is no longer ours to report.
+
+    `message.delta` text is coalesced: pieces arriving within
+    OWLAI_DELTA_COALESCE_SECONDS of the last stored delta are held and go
+    out with the next piece or the next other event, so a fast model costs a
+    row per ~50 ms rather than a row per token."""
+
+    def __init__(self, *, group: str, turn_id: int, next_seq: int = 1) -> None:
+        self.group = group
+        self.turn_id = turn_id
+        self.next_seq = next_seq
+        self.lost = False
+        self._pending: list[str] = []
+        self._last_delta = 0.0
+
+    def __call__(self, event_type: str, payload: dict) -> None:
+        if event_type == MESSAGE_DELTA:
+            self._pending.append(payload.get("text", ""))
+            if time.monotonic() - self._last_delta >= settings.OWLAI_DELTA_COALESCE_SECONDS:
+                self.flush()
+            return
+        self.flush()
+        self._store_and_publish(event_type, payload)
+
+    def flush(self) -> None:
+        """Store and publish the held delta text, if any."""
+        if not self._pending:
+            return
+        text = "".join(self._pending)
+        self._pending = []
+        self._last_delta = time.monotonic()
+        if text:
+            self._store_and_publish(MESSAGE_DELTA, {"text": text})
+
+    def record(self, event_type: str, payload: dict) -> dict:
+        """Store one event inside the caller's transaction (which decides,
+        e.g. with the turn's final status, whether it happened) and return
+        its frame; the caller publishes after commit. Raises on conflict."""
+        from chat.models import TurnEvent
+
+        event = TurnEvent.objects.create(turn_id=self.turn_id, seq=self.next_seq, type=event_type, payload=payload)
+        self.next_seq += 1
+        return event.as_frame()
+
+    def _store_and_publish(self, event_type: str, payload: dict) -> None:
+        if self.lost:
+            return
         try:
-            send(group, {"type": "turn.event", "event": event})
-        except Exception:
-            # Streaming is best effort; the turn and its audit rows are not.
-            logger.exception("could not publish %s for turn %s", event_type, turn_id)
+            with transaction.atomic():
+                frame = self.record(event_type, payload)
+        except IntegrityError:
+            self.lost = True
+            logger.warning(
+                "turn %s: event #%s already taken; no longer reporting this turn", self.turn_id, self.next_seq
+            )
+            return
+        except DatabaseError:
+            # Not stored means not sent: a client must never see a frame a
+            # resync could not give back. The turn itself goes on.
+            logger.exception("turn %s: could not store %s", self.turn_id, event_type)
+            return
+        publish(self.group, frame)
 
-    return emit
+
+def make_emitter(*, group: str, turn_id: int, next_seq: int = 1) -> TurnEmitter:
+    return TurnEmitter(group=group, turn_id=turn_id, next_seq=next_seq)
+
+
+def replay(*, turn_id: int, after_seq: int = 0) -> list[dict]:
+    """The stored frames of one turn after `after_seq`, in order."""
+    from chat.models import TurnEvent
+
+    return [e.as_frame() for e in TurnEvent.objects.filter(turn_id=turn_id, seq__gt=after_seq).order_by("seq")]
 
 
 def notify_conversation_deleted(*, group: str) -> None:

@@ -90,12 +90,52 @@ class Turn(models.Model):
     # UI language of the user who started the turn; the worker answers in it.
     language = models.CharField(max_length=10, blank=True)
     created_at = models.DateTimeField(_("created"), auto_now_add=True)
+    # Set by the one worker whose conditional UPDATE (queued -> running) won.
+    started_at = models.DateTimeField(_("started"), null=True, blank=True)
+    # Renewed by the running worker every OWLAI_TURN_HEARTBEAT_SECONDS; a
+    # running turn whose heartbeat went stale lost its worker (chat.recovery).
+    heartbeat_at = models.DateTimeField(_("heartbeat"), null=True, blank=True)
+    # A queued turn no worker claimed is handed to the queue again once
+    # (its message may have been lost with Redis), then failed.
+    requeued_at = models.DateTimeField(_("requeued"), null=True, blank=True)
     finished_at = models.DateTimeField(_("finished"), null=True, blank=True)
 
     class Meta:
         verbose_name = _("turn")
         verbose_name_plural = _("turns")
         ordering = ["created_at", "id"]
+        indexes = [
+            # The recovery job looks for active turns only; keep that scan small.
+            models.Index(
+                fields=["status", "heartbeat_at"],
+                name="chat_turn_active_idx",
+                condition=models.Q(status__in=["queued", "running"]),
+            )
+        ]
+
+
+class TurnEvent(models.Model):
+    """One event of a turn as its sockets saw it (or should have): the
+    database is the truth, the channel layer only the transport. `seq`
+    numbers a turn's events from 1 without gaps, so a client that sees a gap
+    asks for the rest (`sync`) and gets it from here. Streaming text is
+    stored as coalesced `message.delta` events, never one row per token."""
+
+    turn = models.ForeignKey(Turn, on_delete=models.CASCADE, related_name="events")
+    seq = models.PositiveIntegerField()
+    type = models.CharField(max_length=40)
+    payload = models.JSONField(default=dict)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        verbose_name = _("turn event")
+        verbose_name_plural = _("turn events")
+        ordering = ["turn_id", "seq"]
+        constraints = [models.UniqueConstraint(fields=["turn", "seq"], name="uniq_turn_event_seq")]
+
+    def as_frame(self) -> dict:
+        """The websocket frame: what was sent live, byte for byte."""
+        return {"type": self.type, "turn_id": self.turn_id, "seq": self.seq, **self.payload}
 
 
 class MessageRole(models.TextChoices):

@@ -1,18 +1,27 @@
 """Conversation and turn actions.
 
 `turn_start` runs in the websocket consumer (fast: validate, record, enqueue);
-`turn_run` runs in the worker and owns the whole governed turn.
+`turn_run` runs in the worker and owns the whole governed turn;
+`turns_recover` runs from beat and finishes what lost workers left behind.
+
+The database is the truth about a turn (its status, heartbeat and stored
+events); Redis is transport. A turn is claimed by one conditional UPDATE
+(queued -> running), so a duplicate or redelivered task is a no-op and no
+model or tool call ever runs twice; a turn whose worker died mid-turn is
+failed, visibly, never re-run.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 from dataclasses import dataclass
 from datetime import timedelta
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
-from django.db import transaction
+from django.db import DatabaseError, connection, transaction
+from django.db.models import Max, Q
 from django.utils import timezone, translation
 from django.utils.translation import gettext as _
 
@@ -22,7 +31,7 @@ from chat.agent import TurnAbandoned, run_agent_loop
 from chat.context import TurnContext
 from chat.executor import execute_tool_call
 from chat.llm import ModelError, client_for
-from chat.models import Conversation, Message, MessageRole, Turn, TurnStatus
+from chat.models import Conversation, Message, MessageRole, Turn, TurnEvent, TurnStatus
 from chat.prompt import mention_note, mentioned_targets, system_prompt
 from chat.tools import tools_for
 from governance.models import Feature, FeatureDefault, LlmModel, Tier
@@ -90,12 +99,9 @@ def turn_start(*, conversation: Conversation, user: AbstractBaseUser, text: str,
     locked = Conversation.objects.select_for_update().filter(pk=conversation.pk).first()
     if locked is None or locked.deleted_at is not None:
         raise TurnRefused(_("This conversation was deleted."))
-    # A turn still "active" long after the worker's hard limit died with its
-    # worker; without this the conversation would stay blocked forever.
-    stale_before = timezone.now() - timedelta(seconds=settings.OWLAI_TURN_TIMEOUT_SECONDS + 120)
-    Turn.objects.filter(conversation=conversation, status__in=ACTIVE_STATUSES, created_at__lt=stale_before).update(
-        status=TurnStatus.FAILED, error="abandoned: the worker did not finish the turn", finished_at=timezone.now()
-    )
+    # A turn whose worker died must not block the conversation until the
+    # next recovery round (or forever, in the embedded profile without beat).
+    turns_recover(conversation_id=conversation.pk, requeue=False)
     if Turn.objects.filter(conversation=conversation, status__in=ACTIVE_STATUSES).exists():
         raise TurnRefused(_("A turn is already running in this conversation."))
     turn = Turn.objects.create(
@@ -173,37 +179,117 @@ def _history(conversation: Conversation, turn: Turn) -> list[dict]:
     return entries
 
 
-def _finish(turn: Turn, status: str, error: str = "") -> None:
-    turn.status = status
-    turn.error = error
-    turn.finished_at = timezone.now()
-    turn.save(update_fields=["status", "error", "finished_at"])
+def _emitter_for(turn: Turn) -> events.TurnEmitter:
+    last = TurnEvent.objects.filter(turn_id=turn.pk).aggregate(last=Max("seq"))["last"] or 0
+    return events.make_emitter(group=turn.conversation.group_name, turn_id=turn.pk, next_seq=last + 1)
+
+
+def _finish(
+    turn: Turn,
+    emit: events.TurnEmitter,
+    status: str,
+    *,
+    error: str = "",
+    frames: list[tuple[str, dict]] = (),
+    messages: list[dict] = (),
+) -> bool:
+    """End a running turn: its status, its messages and its last events in one
+    transaction, so the database never says "finished" without the events a
+    resync shows, nor the reverse. Conditional on the turn still running:
+    when the recovery job already failed it (stale heartbeat), nothing is
+    written and False is returned."""
+    emit.flush()
+    with transaction.atomic():
+        now = timezone.now()
+        if not Turn.objects.filter(pk=turn.pk, status=TurnStatus.RUNNING).update(
+            status=status, error=error, finished_at=now
+        ):
+            logger.warning("turn %s was finished elsewhere (recovery); dropping its %s result", turn.pk, status)
+            return False
+        for entry in messages:
+            Message.objects.create(
+                conversation=turn.conversation,
+                turn=turn,
+                role=entry["role"],
+                content=entry.get("content") or "",
+                tool_calls=entry.get("tool_calls", []),
+                tool_call_id=entry.get("tool_call_id", ""),
+            )
+        stored = [
+            emit.record(event_type, payload)
+            for event_type, payload in [*frames, (events.TURN_FINISHED, {"status": status})]
+        ]
+    turn.status, turn.error, turn.finished_at = status, error, now
+    for frame in stored:
+        events.publish(emit.group, frame)
+    return True
+
+
+class TurnHeartbeat:
+    """While a turn runs, a thread renews its `heartbeat_at` every
+    OWLAI_TURN_HEARTBEAT_SECONDS, also while the worker waits for a slow
+    model. It dies with the worker process (kill -9, a lost pool child), and
+    then the recovery job sees the heartbeat go stale and fails the turn."""
+
+    def __init__(self, turn_id: int) -> None:
+        self.turn_id = turn_id
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._beat, name=f"turn-{turn_id}-heartbeat", daemon=True)
+
+    def __enter__(self) -> TurnHeartbeat:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join(timeout=10)
+
+    def _beat(self) -> None:
+        try:
+            while not self._stop.wait(settings.OWLAI_TURN_HEARTBEAT_SECONDS):
+                try:
+                    Turn.objects.filter(pk=self.turn_id, status=TurnStatus.RUNNING).update(heartbeat_at=timezone.now())
+                except DatabaseError as exc:
+                    logger.warning("turn %s: heartbeat not written: %s", self.turn_id, exc)
+        finally:
+            connection.close()  # this thread's own connection
+
+
+def turn_claim(*, turn_id: int) -> bool:
+    """queued -> running, for exactly one worker. A duplicate delivery, a
+    redelivered task after a worker died, or a turn the recovery job already
+    failed all find it no longer queued and do nothing."""
+    now = timezone.now()
+    return bool(
+        Turn.objects.filter(pk=turn_id, status=TurnStatus.QUEUED).update(
+            status=TurnStatus.RUNNING, started_at=now, heartbeat_at=now
+        )
+    )
 
 
 def turn_run(*, turn_id: int) -> None:
-    turn = Turn.objects.select_related("conversation__owner").filter(pk=turn_id).first()
-    if turn is None or turn.status != TurnStatus.QUEUED:
-        return  # already run (redelivered task) or gone with its conversation
-    if turn.conversation.deleted_at is not None:
-        emit = events.make_emitter(group=turn.conversation.group_name, turn_id=turn.pk)
-        _reject(turn, emit, _("This conversation was deleted."))
+    if not turn_claim(turn_id=turn_id):
+        logger.info("turn %s is not queued (duplicate delivery, already run, or gone); nothing to do", turn_id)
         return
-    try:
-        with translation.override(turn.language or settings.LANGUAGE_CODE):
-            _run(turn)
-    finally:
-        # Deleted while this turn ran: what the turn put in the vault goes too.
-        if Conversation.objects.filter(pk=turn.conversation_id, deleted_at__isnull=False).exists():
-            from chat.models import VaultEntry
+    turn = Turn.objects.select_related("conversation__owner").get(pk=turn_id)
+    with TurnHeartbeat(turn.pk):
+        if turn.conversation.deleted_at is not None:
+            _reject(turn, _emitter_for(turn), _("This conversation was deleted."))
+            return
+        try:
+            with translation.override(turn.language or settings.LANGUAGE_CODE):
+                _run(turn)
+        finally:
+            # Deleted while this turn ran: what the turn put in the vault goes too.
+            if Conversation.objects.filter(pk=turn.conversation_id, deleted_at__isnull=False).exists():
+                from chat.models import VaultEntry
 
-            VaultEntry.objects.filter(conversation_id=turn.conversation_id).delete()
+                VaultEntry.objects.filter(conversation_id=turn.conversation_id).delete()
 
 
 def _run(turn: Turn) -> None:
     conversation = turn.conversation
-    emit = events.make_emitter(group=conversation.group_name, turn_id=turn.pk)
-    turn.status = TurnStatus.RUNNING
-    turn.save(update_fields=["status"])
+    emit = _emitter_for(turn)
 
     # 1. Model -> provider -> tier, before anything else is assembled.
     try:
@@ -282,7 +368,14 @@ def _run(turn: Turn) -> None:
             execute=execute_tool_call,
             emit=emit,
             max_steps=settings.OWLAI_AGENT_MAX_STEPS,
-            still_wanted=lambda: not Conversation.objects.filter(pk=conversation.pk, deleted_at__isnull=False).exists(),
+            # Stop before the next model or tool call when the owner deleted
+            # the conversation, or the recovery job already failed this turn.
+            still_wanted=lambda: (
+                Turn.objects.filter(
+                    pk=turn.pk, status=TurnStatus.RUNNING, conversation__deleted_at__isnull=True
+                ).exists()
+                and not emit.lost
+            ),
         )
     except TurnAbandoned:
         _reject(turn, emit, _("This conversation was deleted."))
@@ -300,33 +393,158 @@ def _run(turn: Turn) -> None:
         return
 
     final_text = result.final_text
+    frames: list[tuple[str, dict]] = []
     if result.step_limit_hit:
         final_text = _("I stopped after %(steps)d steps without a final answer.") % {
             "steps": settings.OWLAI_AGENT_MAX_STEPS
         }
-        emit(events.MESSAGE_COMPLETED, {"text": final_text})
+        frames.append((events.MESSAGE_COMPLETED, {"text": final_text}))
         result.new_messages.append({"role": "assistant", "content": final_text})
+    _finish(turn, emit, TurnStatus.COMPLETED, frames=frames, messages=result.new_messages)
+
+
+def _reject(turn: Turn, emit: events.TurnEmitter, reason: str) -> None:
+    _finish(turn, emit, TurnStatus.REJECTED, error=reason, frames=[(events.TURN_REJECTED, {"reason": reason})])
+
+
+def _fail(turn: Turn, emit: events.TurnEmitter, message: str) -> None:
+    _finish(
+        turn,
+        emit,
+        TurnStatus.FAILED,
+        error=message,
+        frames=[(events.ERROR, {"code": "turn_failed", "message": message})],
+    )
+
+
+# --- Recovery: the database says what a lost worker or a lost message left ---
+
+
+@dataclass
+class RecoveryReport:
+    failed_running: int = 0
+    requeued: int = 0
+    failed_queued: int = 0
+
+
+def turns_recover(*, conversation_id=None, requeue: bool = True) -> RecoveryReport:
+    """Beat, every OWLAI_TURN_RECOVERY_SECONDS (and `turn_start`, for its own
+    conversation, without re-enqueueing):
+
+    - a running turn whose heartbeat is older than OWLAI_TURN_STALE_SECONDS
+      lost its worker: it is failed (never re-run: its model and tool calls
+      may already have happened) and its sockets are told;
+    - a queued turn no worker claimed within OWLAI_TURN_QUEUE_SECONDS (its
+      message may have died with Redis) is enqueued once more; still queued
+      OWLAI_TURN_QUEUE_SECONDS later, it is failed."""
+    now = timezone.now()
+    report = RecoveryReport()
+    turns = Turn.objects.all()
+    if conversation_id is not None:
+        turns = turns.filter(conversation_id=conversation_id)
+    stale = Q(status=TurnStatus.RUNNING) & (
+        Q(heartbeat_at__lt=now - timedelta(seconds=settings.OWLAI_TURN_STALE_SECONDS))
+        | Q(heartbeat_at__isnull=True, created_at__lt=now - timedelta(seconds=settings.OWLAI_TURN_STALE_SECONDS))
+    )
+    queue_deadline = now - timedelta(seconds=settings.OWLAI_TURN_QUEUE_SECONDS)
+    unclaimed_twice = Q(status=TurnStatus.QUEUED, requeued_at__lt=queue_deadline)
+    if not requeue:
+        # Where nothing re-enqueues (turn_start), a queued turn gets the same
+        # total wait before it is failed.
+        unclaimed_twice |= Q(
+            status=TurnStatus.QUEUED,
+            requeued_at__isnull=True,
+            created_at__lt=queue_deadline - timedelta(seconds=settings.OWLAI_TURN_QUEUE_SECONDS),
+        )
+    for turn_id in turns.filter(stale).values_list("pk", flat=True):
+        if _turn_fail_abandoned(
+            turn_id=turn_id,
+            condition=stale,
+            code="worker_lost",
+            message=_("The worker running this turn stopped before it finished. Please send your message again."),
+        ):
+            report.failed_running += 1
+    for turn_id in turns.filter(unclaimed_twice).values_list("pk", flat=True):
+        if _turn_fail_abandoned(
+            turn_id=turn_id,
+            condition=unclaimed_twice,
+            code="not_started",
+            message=_("No worker picked up this turn. Please send your message again."),
+        ):
+            report.failed_queued += 1
+    if requeue:
+        unclaimed = Q(status=TurnStatus.QUEUED, requeued_at__isnull=True, created_at__lt=queue_deadline)
+        for turn_id in turns.filter(unclaimed).values_list("pk", flat=True):
+            if _turn_requeue(turn_id=turn_id, condition=unclaimed):
+                report.requeued += 1
+    if report.failed_running or report.failed_queued or report.requeued:
+        logger.warning("turn recovery: %s", report)
+    return report
+
+
+def _turn_requeue(*, turn_id: int, condition: Q) -> bool:
+    from chat.tasks import run_turn
+
+    if not Turn.objects.filter(condition, pk=turn_id).update(requeued_at=timezone.now()):
+        return False
+    try:
+        run_turn.delay(turn_id)
+    except Exception as exc:
+        # Broker still away: try again next round rather than count this.
+        logger.warning("turn %s: could not enqueue again: %s", turn_id, exc)
+        Turn.objects.filter(pk=turn_id, status=TurnStatus.QUEUED).update(requeued_at=None)
+        return False
+    return True
+
+
+def _turn_fail_abandoned(*, turn_id: int, condition: Q, code: str, message) -> bool:
+    """Fail one turn if `condition` still holds, with its events stored in
+    the same transaction and published after commit."""
+    turn = Turn.objects.select_related("conversation").filter(pk=turn_id).first()
+    if turn is None:
+        return False
+    with translation.override(turn.language or settings.LANGUAGE_CODE):
+        text = str(message)
     with transaction.atomic():
-        for entry in result.new_messages:
-            Message.objects.create(
-                conversation=conversation,
-                turn=turn,
-                role=entry["role"],
-                content=entry.get("content") or "",
-                tool_calls=entry.get("tool_calls", []),
-                tool_call_id=entry.get("tool_call_id", ""),
-            )
-        _finish(turn, TurnStatus.COMPLETED)
-    emit(events.TURN_FINISHED, {"status": TurnStatus.COMPLETED})
+        if not Turn.objects.filter(condition, pk=turn_id).update(
+            status=TurnStatus.FAILED, error=text, finished_at=timezone.now()
+        ):
+            return False  # finished or claimed meanwhile
+        emit = _emitter_for(turn)
+        stored = [
+            emit.record(events.ERROR, {"code": code, "message": text}),
+            emit.record(events.TURN_FINISHED, {"status": TurnStatus.FAILED}),
+        ]
+        group = turn.conversation.group_name
+        transaction.on_commit(lambda: [events.publish(group, frame) for frame in stored])
+    return True
 
 
-def _reject(turn: Turn, emit, reason: str) -> None:
-    _finish(turn, TurnStatus.REJECTED, reason)
-    emit(events.TURN_REJECTED, {"reason": reason})
-    emit(events.TURN_FINISHED, {"status": TurnStatus.REJECTED})
+# --- What a (re)connecting client is shown -------------------------------------
 
 
-def _fail(turn: Turn, emit, message: str) -> None:
-    _finish(turn, TurnStatus.FAILED, message)
-    emit(events.ERROR, {"message": message})
-    emit(events.TURN_FINISHED, {"status": TurnStatus.FAILED})
+def conversation_state(*, conversation: Conversation) -> dict:
+    """The `state` frame, from the database alone: the visible messages of
+    the conversation (but the latest turn's answer), and the latest turn with
+    its status and every stored event, so its text so far, tool calls and
+    outcome render exactly as if they had been received live."""
+    latest = Turn.objects.filter(conversation=conversation).order_by("-created_at", "-id").first()
+    messages = Message.objects.filter(conversation=conversation, role__in=[MessageRole.USER, MessageRole.ASSISTANT])
+    messages = messages.exclude(content="")
+    if latest is not None:
+        messages = messages.exclude(turn=latest, role=MessageRole.ASSISTANT)
+    return {
+        "type": events.STATE,
+        "messages": [{"role": m.role, "content": m.content, "turn_id": m.turn_id} for m in messages],
+        "turn": None
+        if latest is None
+        else {"turn_id": latest.pk, "status": latest.status, "events": events.replay(turn_id=latest.pk)},
+    }
+
+
+def turn_events_after(*, conversation: Conversation, turn_id: int, after_seq: int) -> list[dict] | None:
+    """A turn's stored events after `after_seq` (the `sync` frame); None
+    when the turn is not this conversation's."""
+    if not Turn.objects.filter(pk=turn_id, conversation=conversation).exists():
+        return None
+    return events.replay(turn_id=turn_id, after_seq=after_seq)

@@ -9,7 +9,7 @@ from celery import shared_task
 from django.conf import settings
 from django.db import close_old_connections
 
-from chat.services import turn_run
+from chat.services import turn_run, turns_recover
 
 
 @shared_task(
@@ -23,6 +23,13 @@ from chat.services import turn_run
 )
 def run_turn(turn_id: int) -> None:
     turn_run(turn_id=turn_id)
+
+
+@shared_task(name="chat.recover_turns", ignore_result=True)
+def recover_turns() -> None:
+    """Beat, every OWLAI_TURN_RECOVERY_SECONDS: fail turns whose worker died,
+    enqueue once more turns no worker claimed (chat.services.turns_recover)."""
+    turns_recover()
 
 
 @shared_task(name="chat.purge_conversations", ignore_result=True)

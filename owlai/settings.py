@@ -134,11 +134,24 @@ REST_FRAMEWORK = {
 
 # --- Channels / Celery -------------------------------------------------------
 REDIS_URL = env.str("REDIS_URL", default="")
+OWLAI_CHANNEL_CAPACITY = env.int("OWLAI_CHANNEL_CAPACITY", default=1000)
 if REDIS_URL:
     CHANNEL_LAYERS = {
         "default": {
-            "BACKEND": "channels_redis.core.RedisChannelLayer",
-            "CONFIG": {"hosts": [REDIS_URL], "prefix": env.str("OWLAI_CHANNEL_PREFIX", default="owlai")},
+            # channels-redis, plus: a full channel is counted and logged at
+            # WARNING (upstream drops silently), and a Redis outage does not
+            # kill the consumers (chat/layers.py).
+            "BACKEND": "chat.layers.RedisChannelLayer",
+            "CONFIG": {
+                "hosts": [REDIS_URL],
+                "prefix": env.str("OWLAI_CHANNEL_PREFIX", default="owlai"),
+                # Messages waiting per channel (one per socket) before sends
+                # to it are dropped; upstream's default of 100 dropped turn
+                # events under load. A drop costs the user nothing (the page
+                # resyncs from the database) but is logged.
+                "capacity": OWLAI_CHANNEL_CAPACITY,
+                "expiry": env.int("OWLAI_CHANNEL_EXPIRY_SECONDS", default=60),
+            },
         }
     }
     CELERY_BROKER_URL = REDIS_URL
@@ -146,21 +159,49 @@ if REDIS_URL:
 else:
     if not EMBEDDED:
         raise ImproperlyConfigured("REDIS_URL is required when DATABASE_URL is set (production profile)")
-    CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+    CHANNEL_LAYERS = {
+        "default": {"BACKEND": "chat.layers.InMemoryChannelLayer", "CONFIG": {"capacity": OWLAI_CHANNEL_CAPACITY}}
+    }
     CELERY_BROKER_URL = "memory://"
     # In-process tasks: the embedded profile has no separate worker.
     CELERY_TASK_ALWAYS_EAGER = True
 
 CELERY_TASK_DEFAULT_QUEUE = env.str("OWLAI_CELERY_QUEUE", default="owlai")
+# Turn reliability (chat.services.turns_recover): a running turn renews its
+# heartbeat every HEARTBEAT seconds; beat looks every RECOVERY seconds and
+# fails running turns whose heartbeat is older than STALE seconds (so a lost
+# worker's turn fails within STALE + RECOVERY), and enqueues a turn no worker
+# claimed within QUEUE seconds once more, failing it QUEUE seconds later.
+OWLAI_TURN_HEARTBEAT_SECONDS = env.float("OWLAI_TURN_HEARTBEAT_SECONDS", default=10.0)
+OWLAI_TURN_STALE_SECONDS = env.float("OWLAI_TURN_STALE_SECONDS", default=45.0)
+OWLAI_TURN_RECOVERY_SECONDS = env.float("OWLAI_TURN_RECOVERY_SECONDS", default=15.0)
+OWLAI_TURN_QUEUE_SECONDS = env.float("OWLAI_TURN_QUEUE_SECONDS", default=120.0)
+if OWLAI_TURN_STALE_SECONDS < 2 * OWLAI_TURN_HEARTBEAT_SECONDS:
+    # One late heartbeat (a busy database) must not fail a healthy turn.
+    raise ImproperlyConfigured("OWLAI_TURN_STALE_SECONDS must be at least twice OWLAI_TURN_HEARTBEAT_SECONDS")
+# Streamed text is stored and sent at most once per this many seconds.
+OWLAI_DELTA_COALESCE_SECONDS = env.float("OWLAI_DELTA_COALESCE_SECONDS", default=0.05)
 CELERY_TASK_ACKS_LATE = True
 CELERY_BEAT_SCHEDULE = {
     "audit-digest": {"task": "audit.seal_new_rows", "schedule": env.float("OWLAI_AUDIT_DIGEST_SECONDS", default=600.0)},
     "audit-retention": {"task": "audit.purge_expired", "schedule": 24 * 3600.0},
     "conversation-retention": {"task": "chat.purge_conversations", "schedule": 24 * 3600.0},
+    # Expires: while no worker runs, rounds must not pile up in the queue.
+    "turn-recovery": {
+        "task": "chat.recover_turns",
+        "schedule": OWLAI_TURN_RECOVERY_SECONDS,
+        "options": {"expires": OWLAI_TURN_RECOVERY_SECONDS},
+    },
 }
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# A Redis restart must not stop the worker: reconnect, forever, and do not
+# cancel what is running (a turn in flight reports to the database anyway).
+CELERY_BROKER_CONNECTION_RETRY = True
+CELERY_BROKER_CONNECTION_MAX_RETRIES = None
+CELERY_WORKER_CANCEL_LONG_RUNNING_TASKS_ON_CONNECTION_LOSS = False
+CELERY_BROKER_TRANSPORT_OPTIONS = {"socket_keepalive": True, "retry_on_timeout": True, "health_check_interval": 10}
 
 # --- Install config ----------------------------------------------------------
 OWLAI_CONFIG_PATH = env.str("OWLAI_CONFIG", default=str(BASE_DIR / "owlai.example.toml"))

@@ -168,6 +168,8 @@ def chat(port: int, conversation_id, cookie: str, frame: dict, timeout: float = 
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             event = json.loads(ws.recv(timeout=max(0.1, deadline - time.monotonic())))
+            if event["type"] == "state":  # the conversation as stored, sent on connect
+                continue
             events.append(event)
             if event["type"] == "turn.finished":
                 return events

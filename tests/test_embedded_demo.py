@@ -83,8 +83,10 @@ def test_make_run_profile_serves_a_working_demo(tmp_path):
                 ws.send(json.dumps({"type": "turn.start", "text": text}))
                 deadline = time.monotonic() + 60
                 while time.monotonic() < deadline:
-                    events.append(json.loads(ws.recv(timeout=30)))
-                    if events[-1]["type"] == "turn.finished":
+                    event = json.loads(ws.recv(timeout=30))
+                    if event["type"] != "state":  # the stored conversation, sent on connect
+                        events.append(event)
+                    if events and events[-1]["type"] == "turn.finished":
                         break
             assert events[-1]["type"] == "turn.finished" and events[-1]["status"] == "completed", events
             return events

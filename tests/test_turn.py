@@ -52,12 +52,9 @@ models = ["cloud-model"]
 
 @pytest.fixture
 def events(monkeypatch):
+    """The frames the turn published (each already stored: chat.events)."""
     captured: list[dict] = []
-
-    def make_emitter(*, group, turn_id):
-        return lambda event_type, payload: captured.append({"type": event_type, "turn_id": turn_id, **payload})
-
-    monkeypatch.setattr("chat.events.make_emitter", make_emitter)
+    monkeypatch.setattr("chat.events.publish", lambda group, frame: captured.append(frame))
     return captured
 
 

@@ -34,9 +34,13 @@ def communicator(conversation_id, *, cookie=None, origin="http://localhost") -> 
 
 
 async def receive_until(comm, final_type="turn.finished", timeout=15) -> list[dict]:
+    """Turn events up to `final_type`; the `state` frame every connect starts
+    with (tests/test_turn_state.py) is skipped."""
     events = []
     while True:
         event = json.loads(await comm.receive_from(timeout=timeout))
+        if event["type"] == "state":
+            continue
         events.append(event)
         if event["type"] == final_type:
             return events
@@ -77,6 +81,7 @@ def test_bad_frames_get_errors_and_the_socket_stays_usable(personas, install_mod
     async def scenario():
         comm = communicator(conversation.pk, cookie=staff_cookie)
         assert (await comm.connect())[0]
+        assert json.loads(await comm.receive_from(timeout=5))["type"] == "state"
         replies = []
         for frame in [
             "{not json",
@@ -108,7 +113,12 @@ def test_bad_frames_get_errors_and_the_socket_stays_usable(personas, install_mod
         "bad_frame",
     ]
     assert all(r["message"] for r in replies)
-    assert events[-1] == {"type": "turn.finished", "turn_id": events[-1]["turn_id"], "status": "completed"}
+    assert events[-1] == {
+        "type": "turn.finished",
+        "turn_id": events[-1]["turn_id"],
+        "seq": events[-1]["seq"],
+        "status": "completed",
+    }
 
 
 def test_non_owner_cannot_connect(personas):
@@ -163,6 +173,7 @@ def test_events_reach_every_socket_of_the_conversation_only(personas, install_mo
         a = communicator(mine.pk, cookie=staff_cookie)
         b = communicator(other.pk, cookie=staff_cookie)
         assert (await a.connect())[0] and (await b.connect())[0]
+        assert json.loads(await b.receive_from(timeout=5))["type"] == "state"
         await a.send_to(text_data=json.dumps({"type": "turn.start", "text": "hello"}))
         events = await receive_until(a)
         leaked = await b.receive_nothing(timeout=0.3)
@@ -200,6 +211,7 @@ def test_an_open_socket_closes_when_its_conversation_is_deleted(personas):
         comm = communicator(conversation.pk, cookie=staff_cookie)
         connected, _ = await comm.connect()
         assert connected
+        assert json.loads(await comm.receive_from(timeout=5))["type"] == "state"
         await database_sync_to_async(conversation_delete)(conversation=conversation)
         return await comm.receive_output(timeout=5)
 

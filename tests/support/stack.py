@@ -1,0 +1,139 @@
+"""The production stack as processes for reliability tests: an own
+redis-server on a free loopback port (so a test can restart it), daphne, a
+Celery worker that can be killed and replaced, and beat. Every process is
+started here and stopped by its PID (whole process group for the worker)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+from tests.test_e2e_chat import free_port, wait_for_port
+
+ROOT = Path(__file__).resolve().parent.parent.parent
+BIN = Path(sys.executable).parent
+
+
+class Stack:
+    def __init__(self, tmp_path: Path, env: dict[str, str]) -> None:
+        self.tmp = tmp_path
+        self.redis_port = free_port()
+        self.port = free_port()
+        self.env = {
+            **env,
+            "REDIS_URL": f"redis://127.0.0.1:{self.redis_port}/0",
+            "OWLAI_CHANNEL_PREFIX": f"owlai-rel-{uuid.uuid4().hex[:8]}",
+            "OWLAI_CELERY_QUEUE": f"owlai-rel-{uuid.uuid4().hex[:8]}",
+        }
+        self.procs: dict[str, subprocess.Popen] = {}
+        self._n = 0
+
+    def _start(self, name: str, argv: list[str], **kwargs) -> subprocess.Popen:
+        self._n += 1
+        log = self.tmp / f"{name}-{self._n}.log"
+        proc = subprocess.Popen(
+            argv, cwd=ROOT, env=self.env, stdout=log.open("w"), stderr=subprocess.STDOUT, start_new_session=True
+        )
+        proc.log = log  # type: ignore[attr-defined]
+        self.procs[name] = proc
+        return proc
+
+    def start_redis(self) -> None:
+        proc = self._start(
+            "redis",
+            [
+                "redis-server",
+                "--port",
+                str(self.redis_port),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+            ],
+        )
+        wait_for_port(self.redis_port, proc, proc.log)
+
+    def start_web(self) -> None:
+        proc = self._start(
+            "web", [str(BIN / "daphne"), "-b", "127.0.0.1", "-p", str(self.port), "owlai.asgi:application"]
+        )
+        wait_for_port(self.port, proc, proc.log)
+
+    def start_worker(self, concurrency: int = 2) -> None:
+        self._start(
+            "worker",
+            [
+                str(BIN / "celery"),
+                "-A",
+                "owlai",
+                "worker",
+                "-P",
+                "prefork",
+                "-c",
+                str(concurrency),
+                "-Q",
+                self.env["OWLAI_CELERY_QUEUE"],
+                "-l",
+                "info",
+                "--without-gossip",
+                "--without-mingle",
+                "--without-heartbeat",
+            ],
+        )
+
+    def start_beat(self) -> None:
+        self._start(
+            "beat",
+            [
+                str(BIN / "celery"),
+                "-A",
+                "owlai",
+                "beat",
+                "-l",
+                "info",
+                "-s",
+                str(self.tmp / "beat-schedule"),
+                "--max-interval",
+                "1",
+            ],
+        )
+
+    def kill(self, name: str) -> None:
+        """kill -9 of the process and everything it started (pool children)."""
+        proc = self.procs.pop(name)
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        proc.wait(timeout=10)
+
+    def stop(self, name: str) -> None:
+        proc = self.procs.pop(name)
+        proc.terminate()
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=10)
+
+    def restart_redis(self, down_seconds: float = 1.0) -> None:
+        self.kill("redis")
+        time.sleep(down_seconds)
+        self.start_redis()
+
+    def logs(self) -> str:
+        return "\n".join(f"--- {p.name}\n{p.read_text()[-4000:]}" for p in sorted(self.tmp.glob("*.log")))
+
+    def close(self) -> None:
+        for name in ("web", "worker", "beat"):
+            if name in self.procs:
+                self.stop(name)
+        if "redis" in self.procs:
+            self.kill("redis")

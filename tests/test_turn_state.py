@@ -1,0 +1,394 @@
+"""The database is the truth about a turn, Redis only transport: stored events
+with per-turn sequence numbers, coalesced deltas, the `state` and `sync`
+frames, the conditional claim, heartbeats and the recovery job, and counted
+channel-layer drops. In-process (in-memory layer, turns run in a thread of
+the test process); tests/test_reliability.py does the same on the real stack."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from datetime import timedelta
+
+import pytest
+from asgiref.sync import async_to_sync
+from django.utils import timezone
+
+from chat import events as chat_events
+from chat.models import Turn, TurnEvent, TurnStatus
+from chat.services import conversation_create, turn_claim, turn_run, turn_start, turns_recover
+from tests.test_websocket import communicator, receive_until, session_cookie
+
+
+def stored(turn) -> list[dict]:
+    return [e.as_frame() for e in TurnEvent.objects.filter(turn=turn).order_by("seq")]
+
+
+@pytest.fixture
+def published(monkeypatch):
+    frames: list[dict] = []
+    monkeypatch.setattr("chat.events.publish", lambda group, frame: frames.append(frame))
+    return frames
+
+
+# --- stored events, seq, coalescing -------------------------------------------------
+
+
+@pytest.mark.django_db
+def test_every_event_is_stored_and_published_with_its_turn_and_seq(personas, install_models, published):
+    conversation = conversation_create(owner=personas.staff)
+    turn = turn_start(
+        conversation=conversation, user=personas.staff, text="@sales SELECT name FROM customers", model=None
+    )
+    turn_run(turn_id=turn.pk)
+    rows = stored(turn)
+    assert [r["seq"] for r in rows] == list(range(1, len(rows) + 1))
+    assert rows == published  # what went out is what a resync gives back
+    kinds = [r["type"] for r in rows]
+    assert kinds[0] == "turn.accepted" and kinds[-1] == "turn.finished"
+    assert {"tool.started", "tool.finished", "message.delta", "message.completed"} <= set(kinds)
+    assert all(r["turn_id"] == turn.pk for r in rows)
+    completed = next(r for r in rows if r["type"] == "message.completed")["text"]
+    assert "".join(r["text"] for r in rows if r["type"] == "message.delta") == completed
+
+
+@pytest.mark.django_db
+def test_deltas_are_coalesced_not_stored_per_token(personas, settings, published):
+    settings.OWLAI_DELTA_COALESCE_SECONDS = 0.05
+    conversation = conversation_create(owner=personas.staff)
+    turn = Turn.objects.create(conversation=conversation, status=TurnStatus.RUNNING)
+    emit = chat_events.make_emitter(group=conversation.group_name, turn_id=turn.pk)
+    tokens = [f"t{i} " for i in range(500)]
+    started = time.monotonic()
+    for token in tokens:
+        emit("message.delta", {"text": token})
+    emit("message.completed", {"text": "".join(tokens)})
+    elapsed = time.monotonic() - started
+    deltas = TurnEvent.objects.filter(turn=turn, type="message.delta")
+    # The first piece goes out at once; then at most one row per 50 ms.
+    assert 1 <= deltas.count() <= 2 + elapsed / 0.05
+    assert deltas.count() < 50
+    assert "".join(d.payload["text"] for d in deltas.order_by("seq")) == "".join(tokens)
+    assert [f["seq"] for f in published] == list(range(1, deltas.count() + 2))
+
+
+@pytest.mark.django_db
+def test_a_seq_already_taken_silences_the_emitter(personas, published, caplog):
+    conversation = conversation_create(owner=personas.staff)
+    turn = Turn.objects.create(conversation=conversation, status=TurnStatus.RUNNING)
+    TurnEvent.objects.create(turn=turn, seq=1, type="error", payload={})
+    emit = chat_events.make_emitter(group=conversation.group_name, turn_id=turn.pk)
+    emit("turn.accepted", {})
+    emit("tool.started", {})
+    assert emit.lost and published == [] and TurnEvent.objects.filter(turn=turn).count() == 1
+
+
+# --- the conditional claim ----------------------------------------------------------
+
+
+@pytest.mark.django_db
+def test_a_duplicate_delivery_is_a_no_op(personas, install_models, published):
+    conversation = conversation_create(owner=personas.staff)
+    turn = turn_start(conversation=conversation, user=personas.staff, text="@sales SELECT 1 AS one", model=None)
+    turn_run(turn_id=turn.pk)
+    events_after_first = TurnEvent.objects.filter(turn=turn).count()
+    turn_run(turn_id=turn.pk)  # the same task delivered again
+    assert TurnEvent.objects.filter(turn=turn).count() == events_after_first
+    assert turn_claim(turn_id=turn.pk) is False
+
+
+@pytest.mark.django_db
+def test_a_turn_running_when_its_worker_died_is_not_run_again(personas, install_models, published, monkeypatch):
+    conversation = conversation_create(owner=personas.staff)
+    turn = turn_start(conversation=conversation, user=personas.staff, text="SELECT 1", model=None)
+    assert turn_claim(turn_id=turn.pk)  # the first worker claimed it, then died
+    monkeypatch.setattr("chat.services._run", lambda turn: pytest.fail("a redelivered task must not run the turn"))
+    turn_run(turn_id=turn.pk)  # redelivered to another worker
+    turn.refresh_from_db()
+    assert turn.status == TurnStatus.RUNNING and published == []
+
+
+# --- recovery -------------------------------------------------------------------------
+
+
+def _age(turn, **fields_seconds_ago) -> None:
+    now = timezone.now()
+    Turn.objects.filter(pk=turn.pk).update(**{k: now - timedelta(seconds=v) for k, v in fields_seconds_ago.items()})
+
+
+@pytest.mark.django_db
+def test_a_stale_heartbeat_fails_the_turn_visibly(
+    personas, install_models, settings, published, django_capture_on_commit_callbacks
+):
+    conversation = conversation_create(owner=personas.staff)
+    lost = turn_start(conversation=conversation, user=personas.staff, text="하나", model=None)
+    assert turn_claim(turn_id=lost.pk)
+    alive_conversation = conversation_create(owner=personas.staff)
+    alive = turn_start(conversation=alive_conversation, user=personas.staff, text="둘", model=None)
+    assert turn_claim(turn_id=alive.pk)
+    TurnEvent.objects.create(turn=lost, seq=1, type="turn.accepted", payload={})
+    _age(lost, heartbeat_at=settings.OWLAI_TURN_STALE_SECONDS + 1)
+    _age(alive, heartbeat_at=settings.OWLAI_TURN_STALE_SECONDS - 5)
+
+    with django_capture_on_commit_callbacks(execute=True):
+        report = turns_recover()
+
+    assert report.failed_running == 1
+    lost.refresh_from_db()
+    alive.refresh_from_db()
+    assert lost.status == TurnStatus.FAILED and lost.error and alive.status == TurnStatus.RUNNING
+    rows = stored(lost)
+    assert [(r["seq"], r["type"]) for r in rows] == [(1, "turn.accepted"), (2, "error"), (3, "turn.finished")]
+    assert rows[1]["code"] == "worker_lost" and rows[2]["status"] == "failed"
+    assert published == rows[1:]  # the sockets are told
+    # ... and the conversation takes a new turn at once.
+    turn_start(conversation=conversation, user=personas.staff, text="셋", model=None)
+
+
+@pytest.mark.django_db
+def test_a_worker_that_outlives_its_recovery_does_not_finish_the_turn_twice(
+    personas, install_models, settings, published, monkeypatch
+):
+    from chat import services
+    from chat.agent import LoopResult
+
+    conversation = conversation_create(owner=personas.staff)
+    turn = turn_start(conversation=conversation, user=personas.staff, text="하나", model=None)
+
+    def slow_loop(**kwargs):
+        # The heartbeat went stale meanwhile (a stuck database, say) and the
+        # recovery job failed the turn before the worker got back.
+        _age(turn, heartbeat_at=settings.OWLAI_TURN_STALE_SECONDS + 1)
+        turns_recover()
+        return LoopResult(
+            new_messages=[{"role": "assistant", "content": "늦은 답"}], final_text="늦은 답", step_limit_hit=False
+        )
+
+    monkeypatch.setattr(services, "run_agent_loop", slow_loop)
+    turn_run(turn_id=turn.pk)
+    turn.refresh_from_db()
+    assert turn.status == TurnStatus.FAILED
+    assert [r["type"] for r in stored(turn)].count("turn.finished") == 1
+    assert not turn.messages.filter(role="assistant").exists()
+
+
+@pytest.mark.django_db
+def test_an_unclaimed_turn_is_enqueued_once_more_then_failed(
+    personas, install_models, settings, published, monkeypatch, django_capture_on_commit_callbacks
+):
+    from chat import tasks
+
+    enqueued: list[int] = []
+    monkeypatch.setattr(tasks.run_turn, "delay", lambda turn_id: enqueued.append(turn_id))
+    conversation = conversation_create(owner=personas.staff)
+    turn = turn_start(conversation=conversation, user=personas.staff, text="하나", model=None)
+    fresh = turn_start(
+        conversation=conversation_create(owner=personas.staff), user=personas.staff, text="둘", model=None
+    )
+
+    assert turns_recover().requeued == 0  # still within its wait
+    _age(turn, created_at=settings.OWLAI_TURN_QUEUE_SECONDS + 1)
+    assert turns_recover().requeued == 1 and enqueued == [turn.pk]
+    assert turns_recover().requeued == 0 and enqueued == [turn.pk]  # once only
+    _age(turn, requeued_at=settings.OWLAI_TURN_QUEUE_SECONDS + 1)
+    with django_capture_on_commit_callbacks(execute=True):
+        assert turns_recover().failed_queued == 1
+    turn.refresh_from_db()
+    assert turn.status == TurnStatus.FAILED
+    assert [(r["type"], r.get("code")) for r in stored(turn)] == [("error", "not_started"), ("turn.finished", None)]
+    assert [f["type"] for f in published] == ["error", "turn.finished"]
+    fresh.refresh_from_db()
+    assert fresh.status == TurnStatus.QUEUED and enqueued == [turn.pk]
+
+
+@pytest.mark.django_db
+def test_the_recovery_job_runs_from_beat(settings):
+    from chat.tasks import recover_turns
+
+    entry = settings.CELERY_BEAT_SCHEDULE["turn-recovery"]
+    assert entry["task"] == recover_turns.name == "chat.recover_turns"
+    assert entry["schedule"] == settings.OWLAI_TURN_RECOVERY_SECONDS <= 15
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_heartbeat_is_renewed_while_the_turn_runs(personas, settings):
+    from chat.services import TurnHeartbeat
+
+    settings.OWLAI_TURN_HEARTBEAT_SECONDS = 0.1
+    turn = Turn.objects.create(conversation=conversation_create(owner=personas.staff), status=TurnStatus.QUEUED)
+    assert turn_claim(turn_id=turn.pk)
+    first = Turn.objects.get(pk=turn.pk).heartbeat_at
+    with TurnHeartbeat(turn.pk):
+        time.sleep(0.45)
+    renewed = Turn.objects.get(pk=turn.pk).heartbeat_at
+    assert renewed > first
+    time.sleep(0.25)
+    assert Turn.objects.get(pk=turn.pk).heartbeat_at == renewed  # stops with the turn
+
+
+# --- the websocket: state on connect, sync, gap -> replay ----------------------------
+
+
+async def _next(comm, timeout=10) -> dict:
+    return json.loads(await comm.receive_from(timeout=timeout))
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_connecting_client_gets_the_state_from_the_database(personas, install_models):
+    cookie = session_cookie(personas.staff)
+    conversation = conversation_create(owner=personas.staff)
+
+    async def scenario():
+        first = communicator(conversation.pk, cookie=cookie)
+        assert (await first.connect())[0]
+        empty = await _next(first)
+        await first.send_to(text_data=json.dumps({"type": "turn.start", "text": "SELECT 1 AS one"}))
+        live = await receive_until(first)
+        await first.disconnect()
+        second = communicator(conversation.pk, cookie=cookie)
+        assert (await second.connect())[0]
+        state = await _next(second)
+        await second.disconnect()
+        return empty, live, state
+
+    empty, live, state = async_to_sync(scenario)()
+    assert empty == {"type": "state", "messages": [], "turn": None}
+    assert state["type"] == "state"
+    assert state["messages"] == [{"role": "user", "content": "SELECT 1 AS one", "turn_id": live[0]["turn_id"]}]
+    assert state["turn"]["status"] == "completed" and state["turn"]["turn_id"] == live[0]["turn_id"]
+    assert state["turn"]["events"] == live  # the finished turn renders as it did live
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_gap_in_seq_is_filled_by_sync(personas, install_models, monkeypatch):
+    """The layer drops a frame (here: every tool.finished); the client sees the
+    gap and asks for the rest; nothing is lost."""
+    real_publish = chat_events.publish
+    monkeypatch.setattr(
+        "chat.events.publish", lambda group, frame: frame["type"] == "tool.finished" or real_publish(group, frame)
+    )
+    cookie = session_cookie(personas.staff)
+    conversation = conversation_create(owner=personas.staff)
+
+    async def scenario():
+        comm = communicator(conversation.pk, cookie=cookie)
+        assert (await comm.connect())[0]
+        await _next(comm)  # state
+        await comm.send_to(text_data=json.dumps({"type": "turn.start", "text": "@sales SELECT name FROM customers"}))
+        live = await receive_until(comm)
+        seqs = [e["seq"] for e in live]
+        gap_after = next(a for a, b in zip(seqs, seqs[1:], strict=False) if b != a + 1)
+        await comm.send_to(
+            text_data=json.dumps({"type": "sync", "turn_id": live[0]["turn_id"], "after_seq": gap_after})
+        )
+        replayed = await receive_until(comm)
+        await comm.send_to(text_data=json.dumps({"type": "sync", "turn_id": 10**9, "after_seq": 0}))
+        unknown = await _next(comm)
+        await comm.send_to(text_data=json.dumps({"type": "sync", "turn_id": "1", "after_seq": -1}))
+        bad = await _next(comm)
+        await comm.send_to(text_data=json.dumps({"type": "sync"}))
+        whole = await _next(comm)
+        await comm.disconnect()
+        return live, gap_after, replayed, unknown, bad, whole
+
+    live, gap_after, replayed, unknown, bad, whole = async_to_sync(scenario)()
+    assert "tool.finished" not in {e["type"] for e in live}
+    assert replayed[0]["seq"] == gap_after + 1 and replayed[0]["type"] == "tool.finished"
+    merged = {e["seq"]: e for e in live + replayed}
+    assert sorted(merged) == list(range(1, max(merged) + 1))
+    assert [merged[s] for s in sorted(merged)] == stored(Turn.objects.get(pk=live[0]["turn_id"]))
+    assert (unknown["type"], unknown["code"]) == ("error", "bad_event")
+    assert (bad["type"], bad["code"]) == ("error", "bad_event")
+    assert whole["type"] == "state" and whole["turn"]["events"][-1]["type"] == "turn.finished"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_socket_resyncs_after_the_layer_recovers(personas, install_models):
+    """After a Redis outage (chat.layers) the consumer joins its group again
+    and sends the stored state instead of dying with 1011."""
+    from channels.layers import get_channel_layer
+
+    cookie = session_cookie(personas.staff)
+    conversation = conversation_create(owner=personas.staff)
+
+    async def scenario():
+        comm = communicator(conversation.pk, cookie=cookie)
+        assert (await comm.connect())[0]
+        await _next(comm)
+        layer = get_channel_layer()
+        channel = next(iter(layer.groups[conversation.group_name]))
+        await layer.group_discard(conversation.group_name, channel)  # as if Redis lost it
+        await layer.send(channel, {"type": "layer.recovered"})
+        state = await _next(comm)
+        rejoined = channel in layer.groups.get(conversation.group_name, {})
+        await comm.disconnect()
+        return state, rejoined
+
+    state, rejoined = async_to_sync(scenario)()
+    assert state["type"] == "state" and rejoined
+
+
+# --- channel-layer capacity ------------------------------------------------------------
+
+
+def test_a_full_channel_is_counted_and_logged(settings, caplog):
+    from channels.layers import channel_layers, get_channel_layer
+
+    from chat.layers import DROPS
+
+    settings.CHANNEL_LAYERS = {"default": {"BACKEND": "chat.layers.InMemoryChannelLayer", "CONFIG": {"capacity": 2}}}
+    channel_layers.backends = {}
+    DROPS.reset()
+
+    async def scenario():
+        layer = get_channel_layer()
+        channel = await layer.new_channel()
+        await layer.group_add("conversation.x", channel)
+        for n in range(5):
+            await layer.group_send("conversation.x", {"type": "turn.event", "event": {"n": n}})
+
+    with caplog.at_level(logging.WARNING, logger="chat.layers"):
+        async_to_sync(scenario)()
+    assert DROPS.total == 3
+    assert sum("channel layer full" in r.getMessage() for r in caplog.records) == 3
+
+
+def test_the_capacity_comes_from_the_environment(monkeypatch):
+    import importlib
+    import os
+
+    import owlai.settings as owlai_settings
+
+    monkeypatch.setitem(os.environ, "OWLAI_CHANNEL_CAPACITY", "4321")
+    try:
+        reloaded = importlib.reload(owlai_settings)
+        assert reloaded.CHANNEL_LAYERS["default"]["CONFIG"]["capacity"] == 4321
+    finally:
+        monkeypatch.delitem(os.environ, "OWLAI_CHANNEL_CAPACITY")
+        importlib.reload(owlai_settings)
+
+
+@pytest.mark.services
+def test_redis_group_send_counts_what_it_drops(require_redis, settings, caplog):
+    import uuid
+
+    from chat.layers import DROPS, RedisChannelLayer
+
+    layer = RedisChannelLayer(hosts=[settings.REDIS_URL], prefix=f"owlai-test-{uuid.uuid4().hex[:8]}", capacity=2)
+    DROPS.reset()
+
+    async def scenario():
+        channel = await layer.new_channel()
+        await layer.group_add("conversation.y", channel)
+        for n in range(5):
+            await layer.group_send("conversation.y", {"type": "turn.event", "event": {"n": n}})
+        received = [await layer.receive(channel) for _ in range(2)]
+        await layer.flush()
+        await layer.close_pools()
+        return received
+
+    with caplog.at_level(logging.WARNING, logger="chat.layers"):
+        received = async_to_sync(scenario)()
+    assert [m["event"]["n"] for m in received] == [0, 1]
+    assert DROPS.total == 3 and any("channel layer full" in r.getMessage() for r in caplog.records)
