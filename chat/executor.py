@@ -31,7 +31,7 @@ from chat.tools import RUN_SQL, SEARCH_DOCUMENTS
 from chat.vault import DbVault
 from governance.models import DbConnection, DocumentCollection
 from governance.pii.known_values import EMPTY, KnownValues
-from governance.pii.lineage import classify_outputs
+from governance.pii.lineage import classify_outputs, rows_read_pii
 from governance.pii.masking import InMemoryVault, MaskCounts, Vault, mask_any, mask_rows, mask_string, mask_with
 from governance.pii.reidentify import Reidentified, ReidentifyError, reidentify_sql
 from governance.schema_analysis import classification_schema, mask_stats_record
@@ -102,6 +102,11 @@ def _run_sql(ctx: TurnContext, raw_arguments: str) -> ToolResult:
             raise _Refused(f"no permission to read table(s): {', '.join(missing)}")
         known = vault.known_values(ctx.turn_id)
         executed = _reidentified(sql, dialect, vault, tables)
+        # Masking hides values, not how many rows came back: a query whose
+        # row count personal data decides is refused before it runs.
+        schema = classification_schema(connection=connection, revision=revision)
+        if rows_read_pii(executed.sql, dialect, schema, tainted_literals=executed.substituted):
+            raise _Refused("personal data would decide how many rows this query returns; count or aggregate instead")
         dsn = db_connection_dsn(connection=connection)
         _require_read_only_account(connection.engine, dsn)
     except _Refused as refused:

@@ -284,3 +284,27 @@ def test_registering_or_analysing_a_superuser_dsn_is_refused(engine, admin_clien
     db_connection_set_stored_dsn(connection=connection, dsn=db.admin_dsn)
     with pytest.raises(GovernanceError):
         schema_analysis_run(connection_id=connection.pk)
+
+
+# --- row counts ----------------------------------------------------------------------------
+
+ROW_COUNT_LEAKS = {
+    "pg": "SELECT 1 FROM customers c, generate_series(1, ascii(substr(c.name, 1, 1))) WHERE c.id = 1",
+    "mysql": (
+        "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 70000) "
+        "SELECT n.i FROM n, customers c WHERE c.id = 1 AND n.i <= ascii(c.name)"
+    ),
+    "sqlite": (
+        "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 70000) "
+        "SELECT n.i FROM n, customers c WHERE c.id = 1 AND n.i <= unicode(c.name)"
+    ),
+}
+
+
+def test_a_query_whose_row_count_personal_data_decides_is_refused(governed):
+    payload, outcome = governed.run(ROW_COUNT_LEAKS[_engine_key(governed)])
+    assert outcome == "denied", payload
+    assert "how many rows" in payload["error"]
+    # Filtering rows by personal data is a count, and stays allowed.
+    payload, outcome = governed.run("SELECT id FROM customers WHERE name LIKE '김%'")
+    assert outcome == "success" and payload["rows"] == [[1]], payload
