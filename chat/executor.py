@@ -169,6 +169,7 @@ def _run_sql(ctx: TurnContext, raw_arguments: str) -> ToolResult:
         revision=revision,
         known=known,
         tainted_literals=executed.substituted,
+        schema=schema,
     )
     payload = {
         "connection": connection.name,
@@ -255,13 +256,16 @@ def mask_sql_rows(
     revision: str | None = None,
     known: KnownValues = EMPTY,
     tainted_literals: dict[str, str] | None = None,
+    schema: dict[str, dict[str, str | None]] | None = None,
 ) -> list:
     """Columns derived from personal data (lineage taint, including the
     originals substituted into `sql`) are masked whole; known values and the
     detectors run over every other string. Lineage failures mask more, never
     less. `sql` is the statement that ran. `revision`: the classification
-    revision read with the grant (the schema cache key)."""
-    schema = classification_schema(connection=connection, revision=revision)
+    revision read with the grant (the schema cache key); `schema`: the
+    analysed schema when the caller has read it already."""
+    if schema is None:
+        schema = classification_schema(connection=connection, revision=revision)
     outputs = aligned_outputs(
         classify_outputs(
             sql,

@@ -44,7 +44,7 @@ def test_make_date_error_prints_the_phone_digits(governed):
     payload, outcome = governed.run(
         "SELECT make_date(2020, replace(phone, '-', '')::int, 1) FROM customers WHERE id = 1"
     )
-    assert outcome == "failed", payload
+    assert outcome in ("failed", "denied"), payload
     assert PHONE_DIGITS not in _text(payload), payload  # "date field value out of range: 2020-1012345678-01"
     assert PHONE_DIGITS not in _audit_reasons(governed)  # guarantee 3: same text in ToolCallAudit.reason
 
@@ -56,7 +56,7 @@ def test_make_time_error_spells_the_name(governed):
         payload, outcome = governed.run(
             f"SELECT make_time(ascii(substr(name, {k}, 1)), 0, 0) FROM customers WHERE id = 1"
         )
-        assert outcome == "failed", payload
+        assert outcome in ("failed", "denied"), payload
         digits = payload["error"].rsplit(": ", 1)[-1].split(":", 1)[0]
         spelled.append(chr(int(digits)) if digits.isdigit() else "?")
     assert "".join(spelled) != NAME, payload
@@ -67,7 +67,7 @@ def test_regexp_instr_error_prints_a_character_code(governed):
     payload, outcome = governed.run(
         "SELECT regexp_instr('a', 'a', -ascii(substr(name, 1, 1))) FROM customers WHERE id = 1"
     )
-    assert outcome == "failed", payload
+    assert outcome in ("failed", "denied"), payload
     assert str(ord(NAME[0])) not in _text(payload), payload
 
 
@@ -76,7 +76,7 @@ def test_error_reveals_the_original_behind_a_token(governed):
     # token; the substituted original comes back through the error text.
     token = governed.tokenise("phone", PHONE)
     payload, outcome = governed.run(f"SELECT make_date(2020, replace('{token}', '-', '')::int, 1)")
-    assert outcome == "failed", payload
+    assert outcome in ("failed", "denied"), payload
     assert PHONE_DIGITS not in _text(payload), payload
     assert PHONE_DIGITS not in _audit_reasons(governed)
 

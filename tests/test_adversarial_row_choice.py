@@ -59,6 +59,9 @@ def _spell(governed, template: str, length: int, pick=lambda rows: rows[0][0]) -
     out = []
     for k in range(1, length + 1):
         payload, outcome = governed.run(template.format(k=k))
+        if outcome == "denied":  # refused outright (e.g. the row count would carry the value)
+            out.append("?")
+            continue
         assert outcome == "success", payload
         cell = pick(payload["rows"])
         # a masked cell is a token, not a number: nothing spelled at this position

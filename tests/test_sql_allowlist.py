@@ -139,6 +139,25 @@ def test_postgres_allowlist_has_no_volatile_extension_or_non_catalog_overload(pg
 
 
 @pytest.mark.services
+def test_lineage_knows_every_allowlisted_set_returning_function(pg_customer_db) -> None:
+    """Lineage treats an allowlisted function as scalar unless it lists it
+    as set-returning; a set-returning one it missed would let the number of
+    result rows carry a value unseen."""
+    from governance.pii.lineage import _PURE_TABLE_FUNCTIONS
+
+    returning_sets = {
+        row[0]
+        for row in _pg_rows(
+            pg_customer_db,
+            "SELECT DISTINCT p.proname FROM pg_proc p WHERE p.proretset AND p.proname = ANY(%s)",
+            sorted(allowed_functions("postgres")),
+        )
+    }
+    assert "generate_series" in returning_sets
+    assert sorted(returning_sets - _PURE_TABLE_FUNCTIONS) == []
+
+
+@pytest.mark.services
 def test_postgres_extension_functions_are_never_allowlisted(pg_customer_db) -> None:
     extension_functions = {
         row[0]

@@ -685,12 +685,28 @@ def _case_filter(node: object) -> exp.Expr | None:
 # Functions that return several rows from a SELECT list (PostgreSQL
 # set-returning functions): in a row source that a count counts, they
 # multiply its rows by whatever their arguments read.
-_SET_RETURNING_TYPES: tuple[type[exp.Expr], ...] = (exp.UDTF, exp.GenerateSeries, exp.Anonymous)
+_SET_RETURNING_TYPES: tuple[type[exp.Expr], ...] = (exp.UDTF, exp.GenerateSeries)
+
+
+@functools.cache
+def _known_scalar_functions() -> frozenset[str]:
+    """Functions some dialect's guard allowlist admits that are not in
+    _PURE_TABLE_FUNCTIONS: scalar by review (tests/test_sql_allowlist.py
+    checks every PostgreSQL entry that returns a set is listed there)."""
+    from governance.sql.functions import allowed_functions
+
+    names: set[str] = set()
+    for dialect in SUPPORTED_DIALECTS:
+        names |= allowed_functions(dialect)
+    return frozenset(names - _PURE_TABLE_FUNCTIONS)
 
 
 def _is_set_returning(node: exp.Expr) -> bool:
-    """A function that may return several rows (an unknown function may)."""
+    """A function that may return several rows. A function sqlglot does not
+    know (exp.Anonymous) may, unless the allowlists know it as scalar."""
     if isinstance(node, _SET_RETURNING_TYPES):
+        return True
+    if isinstance(node, exp.Anonymous) and node.name.lower() not in _known_scalar_functions():
         return True
     return bool(_function_names(node) & _PURE_TABLE_FUNCTIONS)
 
@@ -881,7 +897,7 @@ def _row_shape(root: exp.Expr, pii_names: set[str]) -> str | None:
             return "a computed LIMIT / OFFSET / FETCH"
         if isinstance(node, exp.Table) and not isinstance(node.this, exp.Identifier):
             return "a table function"
-        if isinstance(node, (exp.UDTF, exp.GenerateSeries, exp.Anonymous)) or _is_set_returning(node):
+        if _is_set_returning(node):
             return "a set-returning function"
         if isinstance(node, exp.SetOperation):
             return "a set operation"
