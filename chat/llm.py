@@ -233,11 +233,9 @@ class OpenAICompatibleClient:
         base_url: str,
         api_key: str,
         model: str,
-        timeout: float | None = None,
         limits: ModelLimits | None = None,
     ) -> None:
-        """`timeout` is accepted for callers of the old signature; the
-        deadlines come from `limits` (default: settings)."""
+        """The deadlines and caps come from `limits` (default: settings)."""
         import httpx
         import openai
 
@@ -468,9 +466,7 @@ class OpenAICompatibleClient:
         yield ""
 
 
-def client_for(
-    *, provider_kind: str, base_url: str, api_key_env: str, model_name: str, timeout: float | None = None
-) -> ModelClient:
+def client_for(*, provider_kind: str, base_url: str, api_key_env: str, model_name: str) -> ModelClient:
     if provider_kind == "offline-demo":
         from chat.demo_model import OfflineDemoClient
 
@@ -480,6 +476,5 @@ def client_for(
             base_url=base_url,
             api_key=os.environ.get(api_key_env, "") if api_key_env else "",
             model=model_name,
-            timeout=timeout,
         )
     raise ModelError(f"unsupported provider kind: {provider_kind}")

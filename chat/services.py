@@ -358,7 +358,6 @@ def _run(turn: Turn) -> None:
             base_url=model.provider.base_url,
             api_key_env=model.provider.api_key_env,
             model_name=model.name,
-            timeout=settings.OWLAI_MODEL_TIMEOUT_SECONDS,
         )
         result = run_agent_loop(
             ctx=ctx,
@@ -385,7 +384,7 @@ def _run(turn: Turn) -> None:
         _fail(turn, emit, _("The action could not be recorded in the audit log, so its result was withheld."))
         return
     except ModelError as exc:
-        _fail(turn, emit, _("The model provider could not be reached: %(error)s") % {"error": exc})
+        _fail(turn, emit, _("The model call failed: %(error)s") % {"error": exc})
         return
     except Exception:
         logger.exception("turn %s crashed", turn.pk)

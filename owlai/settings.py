@@ -230,7 +230,6 @@ OWLAI_AUDIT_EXPORT_MAX_ROWS = 5000
 
 # --- Agent and executor limits -------------------------------------------------
 OWLAI_AGENT_MAX_STEPS = env.int("OWLAI_AGENT_MAX_STEPS", default=8)
-OWLAI_MODEL_TIMEOUT_SECONDS = env.float("OWLAI_MODEL_TIMEOUT_SECONDS", default=120.0)
 OWLAI_TURN_TIMEOUT_SECONDS = env.int("OWLAI_TURN_TIMEOUT_SECONDS", default=600)
 # The audit row keeps at most this many characters of SQL (flagged when cut).
 OWLAI_AUDIT_SQL_MAX_CHARS = 10_000
@@ -262,8 +261,7 @@ LOGGING = {
 # --- Model calls (chat.llm, chat.agent) ------------------------------------------
 # Deadlines of one model call: connect, first byte (the first streamed data),
 # idle (between data events; keep-alive comments are not progress) and total
-# (the whole call, retries included). OWLAI_MODEL_TIMEOUT_SECONDS no longer
-# applies to model calls; the total is the outer bound.
+# (the whole call, retries included).
 OWLAI_MODEL_CONNECT_SECONDS = env.float("OWLAI_MODEL_CONNECT_SECONDS", default=5.0)
 OWLAI_MODEL_FIRST_BYTE_SECONDS = env.float("OWLAI_MODEL_FIRST_BYTE_SECONDS", default=60.0)
 OWLAI_MODEL_IDLE_SECONDS = env.float("OWLAI_MODEL_IDLE_SECONDS", default=30.0)

@@ -320,12 +320,9 @@ def scripted_model(db, fake, settings):
 
 @pytest.fixture
 def events(monkeypatch):
+    """The frames the turn published (each already stored: chat.events)."""
     captured: list[dict] = []
-
-    def make_emitter(*, group, turn_id):
-        return lambda event_type, payload: captured.append({"type": event_type, **payload})
-
-    monkeypatch.setattr("chat.events.make_emitter", make_emitter)
+    monkeypatch.setattr("chat.events.publish", lambda group, frame: captured.append(frame))
     return captured
 
 
