@@ -217,3 +217,13 @@ LOGGING = {
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="INFO")},
 }
+
+# --- Audit write path ------------------------------------------------------------
+# An audit write that cannot take its lock, or does not finish, within these
+# fails closed (the turn fails with "could not be recorded") instead of
+# stalling every turn behind a lock on the audit table. PostgreSQL only.
+OWLAI_AUDIT_LOCK_TIMEOUT_MS = env.int("OWLAI_AUDIT_LOCK_TIMEOUT_MS", default=2000)
+OWLAI_AUDIT_STATEMENT_TIMEOUT_MS = env.int("OWLAI_AUDIT_STATEMENT_TIMEOUT_MS", default=5000)
+if OWLAI_AUDIT_LOCK_TIMEOUT_MS < 1 or OWLAI_AUDIT_STATEMENT_TIMEOUT_MS < 1:
+    # 0 means "no timeout" to PostgreSQL: exactly the silent stall this prevents.
+    raise ImproperlyConfigured("OWLAI_AUDIT_LOCK_TIMEOUT_MS and OWLAI_AUDIT_STATEMENT_TIMEOUT_MS must be at least 1")
