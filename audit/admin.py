@@ -258,7 +258,9 @@ class CallOutcomeMixin:
 
     @admin.display(description=_lazy("duration (ms)"))
     def duration_of_call(self, obj: ToolCallAudit):
-        return _line(obj, "line_duration_ms", lambda o: o.outcome_record.duration_ms if o.outcome_record else o.duration_ms)
+        return _line(
+            obj, "line_duration_ms", lambda o: o.outcome_record.duration_ms if o.outcome_record else o.duration_ms
+        )
 
     @admin.display(description=_lazy("outcome recorded at"))
     def outcome_time(self, obj: ToolCallAudit):
@@ -269,11 +271,7 @@ class CallOutcomeMixin:
 # The attempt row's own fields, then the call's outcome (its outcome record's
 # when it has one) in place of the attempt's outcome, reason, rows and duration.
 CALL_READONLY_FIELDS = [
-    *(
-        f.name
-        for f in ToolCallAudit._meta.fields
-        if f.name not in ("outcome", "reason", "row_count", "duration_ms")
-    ),
+    *(f.name for f in ToolCallAudit._meta.fields if f.name not in ("outcome", "reason", "row_count", "duration_ms")),
     "outcome_of_call",
     "reason_of_call",
     "rows_of_call",

@@ -118,9 +118,7 @@ class ToolCallOutcome(models.Model):
         related_name="final",
         verbose_name=_("attempt"),
     )
-    outcome = models.CharField(
-        _("outcome"), max_length=10, choices=[(o.value, o.label) for o in FINAL_OUTCOMES]
-    )
+    outcome = models.CharField(_("outcome"), max_length=10, choices=[(o.value, o.label) for o in FINAL_OUTCOMES])
     reason = models.TextField(_("reason"), blank=True)
     row_count = models.IntegerField(_("rows returned"), null=True, blank=True)
     duration_ms = models.FloatField(_("duration (ms)"), null=True, blank=True)

@@ -116,7 +116,16 @@ def _run_sql(ctx: TurnContext, raw_arguments: str) -> ToolResult:
     except Exception:
         # A crash inside a decision is a refusal, never a pass.
         logger.exception("tool check failed; refusing")
-        _audit_sql(ctx, connection, sql, tables, Outcome.DENIED, "internal error during checks", started)
+        _audit_sql(
+            ctx,
+            connection,
+            sql,
+            tables,
+            Outcome.DENIED,
+            "internal error during checks",
+            started,
+            raw_name=_name_of(raw_arguments, "connection"),
+        )
         return _refusal("the call could not be checked and was refused")
 
     # Nothing reaches the customer database (not even the account check)
