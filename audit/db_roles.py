@@ -372,7 +372,8 @@ def runtime_insert_problems(connection: Any, *, audit_tables: Iterable[str] | No
 
 
 def enforce_runtime_db_role(using: str = DEFAULT_DB_ALIAS) -> None:
-    """Refuse to start (ImproperlyConfigured) when the database role could rewrite the audit trail.
+    """Refuse to start (ImproperlyConfigured) when the database role could rewrite the audit trail,
+    or cannot write it (no INSERT on an audit table: every tool call would then fail closed).
 
     Called at start-up by web and worker processes. Does nothing when
     ``OWLAI_DB_ROLE_CHECK`` is false or the database is not PostgreSQL (the

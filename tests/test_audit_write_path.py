@@ -30,8 +30,8 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
-from audit.digest import seal_new_rows, verify
 from audit.admin import TOOL_CALL_COLUMNS
+from audit.digest import seal_new_rows, verify
 from audit.models import NO_OUTCOME, NO_OUTCOME_LABEL, Outcome, ToolCallAudit, ToolCallOutcome
 from audit.services import (
     AuditWriteError,
@@ -327,3 +327,22 @@ def test_outcome_records_are_digested_and_verify():
     sealed = seal_new_rows(now=later())
     assert "audit_toolcalloutcome" in {d.table for d in sealed}
     assert verify(now=later()) == []
+
+
+def _timeouts() -> tuple[str, str]:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT current_setting('lock_timeout'), current_setting('statement_timeout')")
+        return cursor.fetchone()
+
+
+@pytest.mark.services
+@pytest.mark.parametrize("transactional", [False, True])
+def test_the_audit_timeouts_do_not_outlive_the_write(require_postgres_app_db, request, transactional):
+    """SET LOCAL ends with the write's own transaction (autocommit) or is put
+    back (inside a caller's transaction): other queries keep their settings."""
+    request.getfixturevalue("transactional_db" if transactional else "db")
+    before = _timeouts()
+    row = tool_call_audit_write(actor_id=1, actor_username="u", tool="run_sql", outcome=Outcome.STARTED)
+    tool_call_outcome_write(attempt=row, outcome=Outcome.SUCCESS, row_count=1)
+    assert _timeouts() == before
+    assert ToolCallAudit.objects.get(pk=row.pk).call_outcome == "success"
