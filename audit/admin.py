@@ -16,7 +16,8 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.admin import UserAdmin as DjangoUserAdmin
 from django.core.paginator import Paginator
 from django.db import connection
-from django.db.models import Q
+from django.db.models import Case, F, Q, Value, When
+from django.db.models.functions import Coalesce
 from django.http import HttpResponse, StreamingHttpResponse
 from django.urls import path
 from django.utils import timezone
@@ -27,7 +28,16 @@ from django.utils.translation import gettext_lazy as _lazy
 from audit.admin_views import AuditedViewsMixin
 from audit.csv_export import stream_csv
 from audit.events import audit_event_write
-from audit.models import AuditEvent, EventKind, SqlExecution, ToolCallAudit
+from audit.models import (
+    FINAL_OUTCOMES,
+    NO_OUTCOME,
+    NO_OUTCOME_LABEL,
+    AuditEvent,
+    EventKind,
+    Outcome,
+    SqlExecution,
+    ToolCallAudit,
+)
 from audit.services import AuditWriteError
 
 
@@ -185,35 +195,119 @@ def _search_sql_and_tables(queryset, search_term: str):
     return queryset.filter(Q(sql_text__icontains=term) | tables)
 
 
+def with_call_outcome(queryset):
+    """One line per call. A call that reached a customer database has an
+    attempt row (outcome `started`, written before it ran) and an outcome
+    record (ToolCallOutcome, one per attempt, unique): joined here (LEFT JOIN
+    on the unique attempt id), the line shows the outcome record's outcome,
+    reason, row count and duration; an attempt whose outcome never arrived
+    shows "no outcome recorded". A call refused before running is one row."""
+    no_outcome = Value(str(NO_OUTCOME_LABEL))
+    return queryset.annotate(
+        line_outcome=Coalesce(
+            F("final__outcome"),
+            Case(When(outcome=Outcome.STARTED, then=no_outcome), default=F("outcome")),
+        ),
+        line_reason=Coalesce(F("final__reason"), F("reason")),
+        line_row_count=Coalesce(F("final__row_count"), F("row_count")),
+        line_duration_ms=Coalesce(F("final__duration_ms"), F("duration_ms")),
+    )
+
+
+class CallOutcomeFilter(admin.SimpleListFilter):
+    """The call's outcome (see with_call_outcome), not its attempt row's."""
+
+    title = _lazy("outcome")
+    parameter_name = "outcome__exact"  # the URL of the former field filter keeps working
+
+    def lookups(self, request, model_admin):
+        return [*((o.value, o.label) for o in FINAL_OUTCOMES), (NO_OUTCOME, NO_OUTCOME_LABEL)]
+
+    def queryset(self, request, queryset):
+        value = self.value()
+        if value == NO_OUTCOME:
+            return queryset.filter(outcome=Outcome.STARTED, final__isnull=True)
+        if value in FINAL_OUTCOMES:
+            return queryset.filter(Q(outcome=value) | Q(outcome=Outcome.STARTED, final__outcome=value))
+        return queryset
+
+
+def _line(obj: ToolCallAudit, annotation: str, compute):
+    """The annotated value (changelist, detail) or, on a bare row, computed."""
+    return obj.__dict__[annotation] if annotation in obj.__dict__ else compute(obj)
+
+
+class CallOutcomeMixin:
+    """Tool-call screens: one line per call, its outcome record joined in."""
+
+    def get_queryset(self, request):
+        return with_call_outcome(super().get_queryset(request))
+
+    @admin.display(description=_lazy("outcome"), ordering="line_outcome")
+    def outcome_of_call(self, obj: ToolCallAudit) -> str:
+        value = _line(obj, "line_outcome", lambda o: o.call_outcome)
+        return str(dict(Outcome.choices).get(value, NO_OUTCOME_LABEL if value == NO_OUTCOME else value))
+
+    @admin.display(description=_lazy("rows returned"), ordering="line_row_count")
+    def rows_of_call(self, obj: ToolCallAudit):
+        return _line(obj, "line_row_count", lambda o: o.call_row_count)
+
+    @admin.display(description=_lazy("reason"))
+    def reason_of_call(self, obj: ToolCallAudit) -> str:
+        return _line(obj, "line_reason", lambda o: o.call_reason)
+
+    @admin.display(description=_lazy("duration (ms)"))
+    def duration_of_call(self, obj: ToolCallAudit):
+        return _line(
+            obj, "line_duration_ms", lambda o: o.outcome_record.duration_ms if o.outcome_record else o.duration_ms
+        )
+
+    @admin.display(description=_lazy("outcome recorded at"))
+    def outcome_time(self, obj: ToolCallAudit):
+        record = obj.outcome_record
+        return record.created_at if record else "-"
+
+
+# The attempt row's own fields, then the call's outcome (its outcome record's
+# when it has one) in place of the attempt's outcome, reason, rows and duration.
+CALL_READONLY_FIELDS = [
+    *(f.name for f in ToolCallAudit._meta.fields if f.name not in ("outcome", "reason", "row_count", "duration_ms")),
+    "outcome_of_call",
+    "reason_of_call",
+    "rows_of_call",
+    "duration_of_call",
+    "outcome_time",
+]
+
 TOOL_CALL_COLUMNS = [
     ("created_at", _lazy("time")),
     ("actor_username", _lazy("user")),
     ("tool", _lazy("tool")),
     ("resource_name", _lazy("resource")),
-    ("outcome", _lazy("outcome")),
-    ("reason", _lazy("reason")),
-    ("row_count", _lazy("rows returned")),
+    ("line_outcome", _lazy("outcome")),
+    ("line_reason", _lazy("reason")),
+    ("line_row_count", _lazy("rows returned")),
     ("tables", _lazy("tables read")),
     ("sql_text", _lazy("SQL")),
     ("sql_truncated", _lazy("SQL truncated")),
     ("origin", _lazy("origin")),
     ("conversation_id", _lazy("conversation id")),
     ("turn_id", _lazy("turn id")),
-    ("duration_ms", _lazy("duration (ms)")),
+    ("line_duration_ms", _lazy("duration (ms)")),
 ]
 
 
 @admin.register(SqlExecution)
-class SqlExecutionAdmin(AuditedViewsMixin, CsvExportMixin, ReadOnlyAdmin):
+class SqlExecutionAdmin(CallOutcomeMixin, AuditedViewsMixin, CsvExportMixin, ReadOnlyAdmin):
     audit_resource_kind = "sql_execution"
     audit_owner_field = "actor_id"
     audit_owner_name_field = "actor_username"
     csv_columns = TOOL_CALL_COLUMNS
-    list_display = ("created_at", "actor_username", "resource_name", "outcome", "row_count", "short_sql")
-    list_filter = (PeriodFilter, UserFilter, ConnectionFilter, "outcome")
+    list_display = ("created_at", "actor_username", "resource_name", "outcome_of_call", "rows_of_call", "short_sql")
+    list_filter = (PeriodFilter, UserFilter, ConnectionFilter, CallOutcomeFilter)
     search_fields = ("sql_text",)  # see get_search_results: SQL text and table names
     search_help_text = _lazy("Searches the SQL text and the names of the tables read.")
-    readonly_fields = [f.name for f in ToolCallAudit._meta.fields]
+    readonly_fields = CALL_READONLY_FIELDS
 
     def get_queryset(self, request):
         return super().get_queryset(request).filter(tool="run_sql")
@@ -227,15 +321,15 @@ class SqlExecutionAdmin(AuditedViewsMixin, CsvExportMixin, ReadOnlyAdmin):
 
 
 @admin.register(ToolCallAudit)
-class ToolCallAuditAdmin(AuditedViewsMixin, CsvExportMixin, ReadOnlyAdmin):
+class ToolCallAuditAdmin(CallOutcomeMixin, AuditedViewsMixin, CsvExportMixin, ReadOnlyAdmin):
     audit_resource_kind = "tool_call"
     audit_owner_field = "actor_id"
     audit_owner_name_field = "actor_username"
     csv_columns = TOOL_CALL_COLUMNS
-    list_display = ("created_at", "actor_username", "tool", "resource_name", "outcome", "row_count")
-    list_filter = (PeriodFilter, UserFilter, "tool", "outcome")
+    list_display = ("created_at", "actor_username", "tool", "resource_name", "outcome_of_call", "rows_of_call")
+    list_filter = (PeriodFilter, UserFilter, "tool", CallOutcomeFilter)
     search_fields = ("sql_text",)
-    readonly_fields = [f.name for f in ToolCallAudit._meta.fields]
+    readonly_fields = CALL_READONLY_FIELDS
 
     def get_search_results(self, request, queryset, search_term):
         return _search_sql_and_tables(queryset, search_term), False

@@ -23,9 +23,10 @@ run as the owner, not a barrier against the owner (who can ``TRUNCATE`` or
 except ``migrate`` and ``audit_db_setup``.
 
 ``setup_statements`` is pure (the SQL, reviewable with ``--print-sql``);
-``apply_setup`` runs it and verifies the result; ``runtime_role_problems`` and
-``enforce_runtime_db_role`` make web and worker processes refuse to start with
-a role that could rewrite the trail.
+``apply_setup`` runs it and verifies the result; ``runtime_role_problems``,
+``runtime_insert_problems`` and ``enforce_runtime_db_role`` make web and
+worker processes refuse to start with a role that could rewrite the trail,
+or that cannot write it (no INSERT on an audit table).
 """
 
 from __future__ import annotations
@@ -346,8 +347,33 @@ def runtime_role_problems(connection: Any, *, audit_tables: Iterable[str] | None
         return _role_problems(cursor, role, audit_tables=audit_tables)
 
 
+def _insert_problems(cursor: Any, role: str, *, audit_tables: Iterable[str]) -> list[str]:
+    """Audit tables `role` cannot INSERT into: every tool call and admin view
+    would then fail closed, one turn at a time, instead of at start-up."""
+    problems = []
+    for table in audit_tables:
+        cursor.execute(
+            "SELECT to_regclass(%s) IS NOT NULL AND has_table_privilege(%s, to_regclass(%s), 'INSERT')",
+            [_table(table), role, _table(table)],
+        )
+        if not cursor.fetchone()[0]:
+            problems.append(f"role {role} cannot INSERT into audit table {table}")
+    return problems
+
+
+def runtime_insert_problems(connection: Any, *, audit_tables: Iterable[str] | None = None) -> list[str]:
+    """Audit tables the *current* role of `connection` cannot write (empty: fine)."""
+    if audit_tables is None:
+        from audit.tables import AUDIT_TABLES
+
+        audit_tables = AUDIT_TABLES
+    with connection.cursor() as cursor:
+        return _insert_problems(cursor, _fetch_current_user(cursor), audit_tables=audit_tables)
+
+
 def enforce_runtime_db_role(using: str = DEFAULT_DB_ALIAS) -> None:
-    """Refuse to start (ImproperlyConfigured) when the database role could rewrite the audit trail.
+    """Refuse to start (ImproperlyConfigured) when the database role could rewrite the audit trail,
+    or cannot write it (no INSERT on an audit table: every tool call would then fail closed).
 
     Called at start-up by web and worker processes. Does nothing when
     ``OWLAI_DB_ROLE_CHECK`` is false or the database is not PostgreSQL (the
@@ -367,6 +393,7 @@ def enforce_runtime_db_role(using: str = DEFAULT_DB_ALIAS) -> None:
     )
     try:
         problems = runtime_role_problems(connection)
+        unwritable = runtime_insert_problems(connection)
     except Exception as exc:
         raise ImproperlyConfigured(
             f"OwlAI refuses to start: the database role could not be checked ({exc.__class__.__name__}: {exc}). {hint}"
@@ -381,6 +408,14 @@ def enforce_runtime_db_role(using: str = DEFAULT_DB_ALIAS) -> None:
         listed = "; ".join(problems)
         raise ImproperlyConfigured(
             f"OwlAI refuses to start: its database role could rewrite the audit trail ({listed}). {hint}"
+        )
+    if unwritable:
+        listed = "; ".join(unwritable)
+        raise ImproperlyConfigured(
+            f"OwlAI refuses to start: its database role cannot write the audit trail ({listed}), so every tool "
+            "call would be refused. Run `manage.py audit_db_setup` as the owner role (it grants the application "
+            "role INSERT and SELECT on every audit table), or set OWLAI_DB_ROLE_CHECK=false for a non-production "
+            "database."
         )
 
 
@@ -468,6 +503,7 @@ def apply_setup(
         for statement in [*role_statements, *statements]:
             cursor.execute(statement)
         problems = _role_problems(cursor, app_role, audit_tables=audit_tables)
+        problems += _insert_problems(cursor, app_role, audit_tables=audit_tables)
         problems += _role_problems(cursor, retention_role, audit_tables=audit_tables, allowed=frozenset({"DELETE"}))
         if problems:
             raise AuditDbSetupError("set-up applied but the roles are still unsafe: " + "; ".join(problems))

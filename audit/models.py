@@ -16,6 +16,16 @@ class Outcome(models.TextChoices):
     SUCCESS = "success", _("Success")
     DENIED = "denied", _("Denied")
     FAILED = "failed", _("Failed")
+    # The attempt row of a call that reaches a customer database: written
+    # (and committed) before the call runs; the outcome is a ToolCallOutcome.
+    STARTED = "started", _("Started")
+
+
+# What the screens show for a started call whose outcome never arrived (the
+# worker died, the outcome could not be written): itself worth knowing.
+NO_OUTCOME = "no_outcome"
+NO_OUTCOME_LABEL = _("no outcome recorded")
+FINAL_OUTCOMES = (Outcome.SUCCESS, Outcome.DENIED, Outcome.FAILED)
 
 
 class Origin(models.TextChoices):
@@ -63,6 +73,63 @@ class ToolCallAudit(models.Model):
 
     def __str__(self) -> str:
         return f"{self.created_at:%Y-%m-%d %H:%M:%S} {self.actor_username} {self.tool} {self.outcome}"
+
+    @property
+    def outcome_record(self) -> ToolCallOutcome | None:
+        """The outcome record of a started call (None: not started, or no outcome arrived)."""
+        if self.outcome != Outcome.STARTED:
+            return None
+        try:
+            return self.final
+        except ToolCallOutcome.DoesNotExist:
+            return None
+
+    @property
+    def call_outcome(self) -> str:
+        """The call's outcome: its own (a call refused before running has one
+        record), else its outcome record's, else NO_OUTCOME."""
+        if self.outcome != Outcome.STARTED:
+            return self.outcome
+        record = self.outcome_record
+        return record.outcome if record else NO_OUTCOME
+
+    @property
+    def call_row_count(self) -> int | None:
+        record = self.outcome_record
+        return record.row_count if record else self.row_count
+
+    @property
+    def call_reason(self) -> str:
+        record = self.outcome_record
+        return record.reason if record else self.reason
+
+
+class ToolCallOutcome(models.Model):
+    """The outcome of a started tool call (its ToolCallAudit row with outcome
+    `started`), recorded after the call ran. Append-only like the attempt;
+    one per attempt (unique). The link is a plain column (no database foreign
+    key): retention deletes the two tables independently."""
+
+    created_at = models.DateTimeField(_("time"), auto_now_add=True, db_index=True)
+    attempt = models.OneToOneField(
+        ToolCallAudit,
+        on_delete=models.DO_NOTHING,
+        db_constraint=False,
+        related_name="final",
+        verbose_name=_("attempt"),
+    )
+    outcome = models.CharField(_("outcome"), max_length=10, choices=[(o.value, o.label) for o in FINAL_OUTCOMES])
+    reason = models.TextField(_("reason"), blank=True)
+    row_count = models.IntegerField(_("rows returned"), null=True, blank=True)
+    duration_ms = models.FloatField(_("duration (ms)"), null=True, blank=True)
+
+    class Meta:
+        verbose_name = _("tool call outcome")
+        verbose_name_plural = _("tool call outcomes")
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"{self.created_at:%Y-%m-%d %H:%M:%S} #{self.attempt_id} {self.outcome}"
 
 
 class EventKind(models.TextChoices):

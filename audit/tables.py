@@ -6,10 +6,13 @@ checks them against the models' own table names."""
 from __future__ import annotations
 
 TOOL_CALLS = "audit_toolcallaudit"
+# The outcome of a tool call whose attempt row (outcome "started") was written
+# before it ran: the tables are append-only, so the outcome is a second record.
+TOOL_CALL_OUTCOMES = "audit_toolcalloutcome"
 EVENTS = "audit_auditevent"
 DIGESTS = "audit_auditdigest"
 
-# The append-only tables: database guards and retention cover all three.
-AUDIT_TABLES: tuple[str, ...] = (TOOL_CALLS, EVENTS, DIGESTS)
+# The append-only tables: database guards and retention cover all of them.
+AUDIT_TABLES: tuple[str, ...] = (TOOL_CALLS, TOOL_CALL_OUTCOMES, EVENTS, DIGESTS)
 # The digest chain covers the records, not itself.
-DIGESTED_TABLES: tuple[str, ...] = (TOOL_CALLS, EVENTS)
+DIGESTED_TABLES: tuple[str, ...] = (TOOL_CALLS, TOOL_CALL_OUTCOMES, EVENTS)

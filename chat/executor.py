@@ -1,7 +1,10 @@
 """The executor: the one place every tool call passes.
 
-    visibility re-check -> tool checks (read-only SQL, tables) -> execute
-    -> audit row (cannot write? withhold the result) -> sanitise -> result
+    visibility re-check -> tool checks (read-only SQL, tables)
+    -> attempt row, committed (cannot write? nothing runs) -> execute
+    -> outcome row (cannot write? withhold the result) -> sanitise -> result
+
+A call refused by the checks is one row (outcome denied): nothing ran.
 
 Every decision fails closed: an exception while deciding refuses the call.
 The model only ever receives what `execute_tool_call` returns.
@@ -23,8 +26,8 @@ from typing import Any
 
 from django.conf import settings
 
-from audit.models import Outcome
-from audit.services import tool_call_audit_write
+from audit.models import Outcome, ToolCallAudit
+from audit.services import tool_call_audit_write, tool_call_outcome_write
 from chat.context import TurnContext
 from chat.document_search import search_collection
 from chat.tools import RUN_SQL, SEARCH_DOCUMENTS
@@ -108,7 +111,6 @@ def _run_sql(ctx: TurnContext, raw_arguments: str) -> ToolResult:
         if rows_read_pii(executed.sql, dialect, schema, tainted_literals=executed.substituted):
             raise _Refused("personal data would decide how many rows this query returns; count or aggregate instead")
         dsn = db_connection_dsn(connection=connection)
-        _require_read_only_account(connection.engine, dsn)
     except _Refused as refused:
         # A reason may quote the statement, whose literals may be values.
         reason = mask_string(str(refused), vault, known=known)
@@ -126,7 +128,31 @@ def _run_sql(ctx: TurnContext, raw_arguments: str) -> ToolResult:
     except Exception:
         # A crash inside a decision is a refusal, never a pass.
         logger.exception("tool check failed; refusing")
-        _audit_sql(ctx, connection, sql, tables, Outcome.DENIED, "internal error during checks", started)
+        _audit_sql(
+            ctx,
+            connection,
+            sql,
+            tables,
+            Outcome.DENIED,
+            "internal error during checks",
+            started,
+            raw_name=_name_of(raw_arguments, "connection"),
+        )
+        return _refusal("the call could not be checked and was refused")
+
+    # Nothing reaches the customer database (not even the account check)
+    # before the attempt is recorded and committed; if this raises, nothing
+    # ran and the turn stops (fail closed).
+    attempt = _audit_sql(ctx, connection, sql, tables, Outcome.STARTED, "", started)
+    try:
+        _require_read_only_account(connection.engine, dsn)
+    except _Refused as refused:
+        reason = mask_string(str(refused), vault, known=known)
+        _audit_outcome(attempt, Outcome.DENIED, reason, started)
+        return _refusal(reason)
+    except Exception:
+        logger.exception("account check failed; refusing")
+        _audit_outcome(attempt, Outcome.DENIED, "internal error during checks", started)
         return _refusal("the call could not be checked and was refused")
 
     try:
@@ -144,18 +170,18 @@ def _run_sql(ctx: TurnContext, raw_arguments: str) -> ToolResult:
         # The message is already value-free (quoted parts elided); what is
         # left still goes through the known values and the detectors.
         message = mask_string(str(exc), vault, known=known)
-        _audit_sql(ctx, connection, sql, tables, Outcome.FAILED, message, started)
+        _audit_outcome(attempt, Outcome.FAILED, message, started)
         return ToolResult(
             content=json.dumps({"error": f"query failed: {message}"}, ensure_ascii=False), outcome=Outcome.FAILED
         )
     except Exception as exc:
         logger.exception("query execution crashed")
-        _audit_sql(ctx, connection, sql, tables, Outcome.FAILED, f"execution error: {exc.__class__.__name__}", started)
+        _audit_outcome(attempt, Outcome.FAILED, f"execution error: {exc.__class__.__name__}", started)
         return ToolResult(content=json.dumps({"error": "query failed"}), outcome=Outcome.FAILED)
 
-    # The row is written before the result exists for the model; if this
+    # The outcome is written before the result exists for the model; if this
     # raises, the result is dropped with the exception (fail closed).
-    _audit_sql(ctx, connection, sql, tables, Outcome.SUCCESS, "", started, row_count=len(result.rows))
+    _audit_outcome(attempt, Outcome.SUCCESS, "", started, row_count=len(result.rows))
     # Then, in this order: binary -> size marker, credentialed URLs -> short
     # references, known values and personal data -> tokens, big results -> spill file.
     rows = [[shorten_credentialed_urls(sanitise_value(v)) for v in row] for row in result.rows]
@@ -488,8 +514,8 @@ def _audit_sql(
     *,
     row_count: int | None = None,
     raw_name: str = "",
-) -> None:
-    _audit_call(
+) -> ToolCallAudit:
+    return _audit_call(
         ctx,
         tool=RUN_SQL,
         resource_kind="db_connection",
@@ -521,10 +547,11 @@ def _audit_call(
     raw_name: str = "",
     sql: str = "",
     tables: tuple[str, ...] = (),
-) -> None:
-    """The one audit row of a tool call. Raises AuditWriteError when it cannot
-    be written; the caller's result is then never returned (fail closed)."""
-    tool_call_audit_write(
+) -> ToolCallAudit:
+    """The audit row of a tool call (its attempt, with outcome `started`).
+    Raises AuditWriteError when it cannot be written; the caller's result is
+    then never returned, and a started call never runs (fail closed)."""
+    return tool_call_audit_write(
         actor_id=ctx.user_id,
         actor_username=ctx.username,
         tool=tool,
@@ -542,6 +569,20 @@ def _audit_call(
         conversation_id=ctx.conversation_id,
         turn_id=ctx.turn_id,
         duration_ms=round((time.perf_counter() - started) * 1000, 3) if started is not None else None,
+    )
+
+
+def _audit_outcome(
+    attempt: ToolCallAudit, outcome: str, reason: str, started: float, *, row_count: int | None = None
+) -> None:
+    """The outcome record of a started call. Raises AuditWriteError when it
+    cannot be written: the result is then withheld (fail closed)."""
+    tool_call_outcome_write(
+        attempt=attempt,
+        outcome=outcome,
+        reason=reason,
+        row_count=row_count,
+        duration_ms=round((time.perf_counter() - started) * 1000, 3),
     )
 
 

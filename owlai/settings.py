@@ -284,3 +284,13 @@ if min(OWLAI_MODEL_CONNECT_SECONDS, OWLAI_MODEL_FIRST_BYTE_SECONDS, OWLAI_MODEL_
     raise ImproperlyConfigured("OWLAI_MODEL_*_SECONDS deadlines must be positive")
 if OWLAI_MODEL_TOTAL_SECONDS <= 0 or OWLAI_MODEL_MAX_RETRIES < 0:
     raise ImproperlyConfigured("OWLAI_MODEL_TOTAL_SECONDS must be positive, OWLAI_MODEL_MAX_RETRIES not negative")
+
+# --- Audit write path ------------------------------------------------------------
+# An audit write that cannot take its lock, or does not finish, within these
+# fails closed (the turn fails with "could not be recorded") instead of
+# stalling every turn behind a lock on the audit table. PostgreSQL only.
+OWLAI_AUDIT_LOCK_TIMEOUT_MS = env.int("OWLAI_AUDIT_LOCK_TIMEOUT_MS", default=2000)
+OWLAI_AUDIT_STATEMENT_TIMEOUT_MS = env.int("OWLAI_AUDIT_STATEMENT_TIMEOUT_MS", default=5000)
+if OWLAI_AUDIT_LOCK_TIMEOUT_MS < 1 or OWLAI_AUDIT_STATEMENT_TIMEOUT_MS < 1:
+    # 0 means "no timeout" to PostgreSQL: exactly the silent stall this prevents.
+    raise ImproperlyConfigured("OWLAI_AUDIT_LOCK_TIMEOUT_MS and OWLAI_AUDIT_STATEMENT_TIMEOUT_MS must be at least 1")

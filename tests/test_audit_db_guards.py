@@ -11,6 +11,7 @@ that role exactly as to a login of it.
 from __future__ import annotations
 
 import io
+import time
 import uuid
 from contextlib import contextmanager
 from datetime import timedelta
@@ -328,6 +329,58 @@ def test_enforce_fails_closed_when_the_check_breaks(pg, settings, monkeypatch):
     monkeypatch.setattr(db_roles, "runtime_role_problems", broken)
     with pytest.raises(ImproperlyConfigured, match="could not be checked"):
         enforce_runtime_db_role()
+
+
+@contextmanager
+def insert_revoked(pg, table: str):
+    """The application role loses INSERT on one audit table for the block."""
+    t, app = sql.Identifier(table), sql.Identifier(pg.app)
+    pg.admin.execute(sql.SQL("REVOKE INSERT ON {} FROM {}").format(t, app))
+    try:
+        yield
+    finally:
+        pg.admin.execute(sql.SQL("GRANT INSERT ON {} TO {}").format(t, app))
+
+
+@pytest.mark.parametrize("table", AUDIT_TABLES)
+def test_enforce_refuses_a_role_that_cannot_insert_into_an_audit_table(pg, settings, table):
+    settings.OWLAI_DB_ROLE_CHECK = True
+    with insert_revoked(pg, table), django_connection_as(pg.app):
+        with pytest.raises(ImproperlyConfigured, match="cannot write the audit trail") as refused:
+            enforce_runtime_db_role()
+    assert f"cannot INSERT into audit table {table}" in str(refused.value)
+    assert "audit_db_setup" in str(refused.value)
+    with django_connection_as(pg.app):
+        assert enforce_runtime_db_role() is None  # granted again: it starts
+
+
+def test_without_insert_on_the_attempts_a_tool_call_fails_closed_and_nothing_runs(pg, django_user_model):
+    from audit.services import AuditWriteError
+    from tests.test_audit_write_path import canary, governed_canary
+
+    with canary() as c:
+        g = governed_canary(c, django_user_model)
+        with insert_revoked(pg, "audit_toolcallaudit"), django_connection_as(pg.app):
+            with pytest.raises(AuditWriteError):
+                g.run("SELECT count(*) FROM customers")
+        time.sleep(0.3)
+    assert c.contacts == 0  # the customer database was never contacted
+    assert g.audit_rows() == []
+
+
+def test_without_insert_on_the_outcomes_the_result_is_withheld_and_the_attempt_shows_no_outcome(pg, django_user_model):
+    from audit.models import NO_OUTCOME
+    from audit.services import AuditWriteError
+    from tests.test_audit_write_path import canary, governed_canary
+
+    with canary() as c:
+        g = governed_canary(c, django_user_model)
+        with insert_revoked(pg, "audit_toolcalloutcome"), django_connection_as(pg.app):
+            with pytest.raises(AuditWriteError):
+                g.run("SELECT count(*) FROM customers")
+    assert c.contacts >= 1  # the attempt was recorded, so the call went ahead
+    (attempt,) = g.audit_rows()
+    assert (attempt.outcome, attempt.call_outcome) == ("started", NO_OUTCOME)
 
 
 # --- d. the retention purge ----------------------------------------------------------

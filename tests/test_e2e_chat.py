@@ -214,13 +214,13 @@ def ask_and_check_one_governed_turn(stack, django_user_model) -> None:
     assert len(rows) == 1
     row = rows[0]
     turn = Turn.objects.get(conversation=conversation)
-    assert (row.outcome, row.actor_id, row.turn_id, row.conversation_id) == (
+    assert (row.call_outcome, row.actor_id, row.turn_id, row.conversation_id) == (
         "success",
         staff.pk,
         turn.pk,
         conversation.pk,
     )
-    assert row.tables == ["customers"] and row.row_count == 1
+    assert row.tables == ["customers"] and row.call_row_count == 1
 
     assert len(fake.requests) == 2
     tool_messages = [m for m in fake.requests[1]["messages"] if m["role"] == "tool"]

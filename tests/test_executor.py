@@ -37,8 +37,14 @@ def test_allowed_query_returns_rows_and_writes_one_success_row(personas):
     assert result.outcome == "success"
     assert payload["rows"][0] == ["김민준", "서울"]
     assert payload["row_count"] == 3
-    row = ToolCallAudit.objects.get()
-    assert (row.outcome, row.row_count, row.resource_name, row.tables) == ("success", 3, "sales", ["customers"])
+    row = ToolCallAudit.objects.get()  # the attempt, written before the query ran
+    assert row.outcome == "started" and row.final.outcome == "success"  # the outcome: a second, append-only record
+    assert (row.call_outcome, row.call_row_count, row.resource_name, row.tables) == (
+        "success",
+        3,
+        "sales",
+        ["customers"],
+    )
     assert row.actor_id == personas.staff.pk and row.turn_id == 7 and row.conversation_id == ctx.conversation_id
     assert row.sql_text == "SELECT name, city FROM customers ORDER BY id"
     assert row.duration_ms is not None
@@ -91,7 +97,7 @@ def test_database_error_is_audited_as_failed(personas):
     result = run_sql(ctx_for(personas.staff), "sales", "SELECT no_such_column FROM customers")
     assert result.outcome == "failed"
     row = ToolCallAudit.objects.get()
-    assert row.outcome == "failed" and "no_such_column" in row.reason
+    assert row.call_outcome == "failed" and "no_such_column" in row.call_reason
 
 
 def test_exception_inside_a_check_refuses(personas, monkeypatch):

@@ -253,7 +253,7 @@ def test_the_executor_refuses_an_account_that_can_do_more_than_read(engine, djan
     payload, outcome = governed.run("SELECT count(*) FROM customers")
     assert outcome == "denied"
     assert "SELECT" in payload["error"] and "account" in payload["error"]
-    assert governed.audit_rows()[-1].outcome == "denied"
+    assert governed.audit_rows()[-1].call_outcome == "denied"
 
 
 @pytest.mark.parametrize("engine", ["postgresql", "mysql"])

@@ -158,7 +158,7 @@ def test_multi_turn_conversation_never_sends_personal_values(world, fake):
     orders = tool_results(fake.requests[5])[-1]
     assert orders["rows"] == [[1, 50000], [2, 12000]]
     audit_sql = ToolCallAudit.objects.filter(sql_text__contains="[전화번호-1]").get()
-    assert audit_sql.outcome == "success" and audit_sql.row_count == 2  # kept as the model wrote it
+    assert audit_sql.call_outcome == "success" and audit_sql.call_row_count == 2  # kept as the model wrote it
     counted = tool_results(fake.requests[7])[-1]["rows"][0]
     assert counted[0] == 3 and counted[1].startswith("[전화번호-")
     # Statistics per column and kind.

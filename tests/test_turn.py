@@ -91,7 +91,7 @@ def test_question_runs_sql_and_the_second_request_carries_the_result(personas, s
     assert "".join(e["text"] for e in events if e["type"] == "message.delta") == "고객은 3명입니다."
     assert ToolCallAudit.objects.count() == 1
     row = ToolCallAudit.objects.get()
-    assert (row.outcome, row.turn_id, row.conversation_id) == ("success", turn.pk, conversation.pk)
+    assert (row.call_outcome, row.turn_id, row.conversation_id) == ("success", turn.pk, conversation.pk)
 
     assert len(fake.requests) == 2
     first, second = fake.requests

@@ -59,12 +59,20 @@ def test_tiers_are_one_list():
 
 
 def test_audit_tables_are_one_list():
-    from audit import db_roles, retention, sqlite_guards, tables
-    from audit.models import AuditDigest, AuditEvent, ToolCallAudit
+    from django.apps import apps
 
-    models_tables = {model._meta.db_table for model in (ToolCallAudit, AuditEvent, AuditDigest)}
+    from audit import db_roles, retention, sqlite_guards, tables
+    from audit.models import AuditDigest, AuditEvent, ToolCallAudit, ToolCallOutcome
+
+    models_tables = {model._meta.db_table for model in (ToolCallAudit, ToolCallOutcome, AuditEvent, AuditDigest)}
     assert set(tables.AUDIT_TABLES) == models_tables
-    assert set(tables.DIGESTED_TABLES) == {ToolCallAudit._meta.db_table, AuditEvent._meta.db_table}
+    # Every model of the audit app is an audit table (a new one must be added to the list).
+    assert {m._meta.db_table for m in apps.get_app_config("audit").get_models()} == models_tables
+    assert set(tables.DIGESTED_TABLES) == {
+        ToolCallAudit._meta.db_table,
+        ToolCallOutcome._meta.db_table,
+        AuditEvent._meta.db_table,
+    }
     assert sqlite_guards.GUARDED_TABLES is tables.AUDIT_TABLES
     for module in (db_roles, retention):
         source = Path(module.__file__).read_text()

@@ -70,7 +70,7 @@ def test_owner_chats_with_the_offline_demo_model_and_gets_rows(personas, install
     completed = next(e for e in events if e["type"] == "message.completed")
     assert "김민준" in completed["text"] and "| name |" in completed["text"]
     assert "".join(e["text"] for e in events if e["type"] == "message.delta") == completed["text"]
-    assert ToolCallAudit.objects.get().outcome == "success"
+    assert ToolCallAudit.objects.get().call_outcome == "success"
 
 
 def test_bad_frames_get_errors_and_the_socket_stays_usable(personas, install_models, settings):

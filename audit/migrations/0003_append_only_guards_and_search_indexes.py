@@ -8,6 +8,10 @@ from django.db import migrations
 
 from audit.sqlite_guards import create_trigger_statements, drop_trigger_statements
 
+# The audit tables that exist at this migration (audit.tables grew later;
+# 0006 guards the table it creates).
+TABLES = ("audit_toolcallaudit", "audit_auditevent", "audit_auditdigest")
+
 PG_INDEXES = [
     # pg_trgm is a trusted extension (PostgreSQL 13+): the database owner may create it.
     "CREATE EXTENSION IF NOT EXISTS pg_trgm",
@@ -21,7 +25,7 @@ PG_INDEXES = [
 def forwards(apps, schema_editor):
     vendor = schema_editor.connection.vendor
     if vendor == "sqlite":
-        for statement in create_trigger_statements():
+        for statement in create_trigger_statements(TABLES):
             schema_editor.execute(statement, params=None)
     elif vendor == "postgresql":
         for statement in PG_INDEXES:
@@ -31,7 +35,7 @@ def forwards(apps, schema_editor):
 def backwards(apps, schema_editor):
     vendor = schema_editor.connection.vendor
     if vendor == "sqlite":
-        for statement in drop_trigger_statements():
+        for statement in drop_trigger_statements(TABLES):
             schema_editor.execute(statement, params=None)
     elif vendor == "postgresql":
         schema_editor.execute("DROP INDEX IF EXISTS audit_tc_sql_trgm", params=None)

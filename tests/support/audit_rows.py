@@ -4,14 +4,17 @@ UPDATE that could set it afterwards."""
 
 from __future__ import annotations
 
+import itertools
 from datetime import timedelta
 
 from django.db import connection, models
 from django.utils import timezone
 
-from audit.models import AuditDigest, AuditEvent, ToolCallAudit
+from audit.models import AuditDigest, AuditEvent, ToolCallAudit, ToolCallOutcome
 
-MODEL_BY_TABLE = {m._meta.db_table: m for m in (ToolCallAudit, AuditEvent, AuditDigest)}
+MODEL_BY_TABLE = {m._meta.db_table: m for m in (ToolCallAudit, ToolCallOutcome, AuditEvent, AuditDigest)}
+# A link to another audit row (an outcome's attempt id) is unique per row.
+_links = itertools.count(10**12)
 
 
 def placeholder_row(table: str, *, days_old: float = 0) -> tuple[list[str], list]:
@@ -23,6 +26,8 @@ def placeholder_row(table: str, *, days_old: float = 0) -> tuple[list[str], list
             continue
         if field.name == "created_at":
             value = timezone.now() - timedelta(days=days_old)
+        elif field.is_relation:
+            value = next(_links)
         elif field.has_default():
             value = field.get_default()
         elif field.null:
