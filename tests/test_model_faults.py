@@ -35,6 +35,15 @@ from owlai.install_config import InstallConfigError, parse_install_config
 from tests.support import fake_llm
 from tests.support.fake_llm import FakeLLMServer, text, tool_call
 
+
+@pytest.fixture(autouse=True)
+def english():
+    """The assertions read the English messages (the default language is Korean)."""
+    from django.utils import translation
+
+    with translation.override("en"):
+        yield
+
 FAST = ModelLimits(
     connect_seconds=1.0,
     first_byte_seconds=0.5,
