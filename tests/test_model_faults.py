@@ -44,6 +44,7 @@ def english():
     with translation.override("en"):
         yield
 
+
 FAST = ModelLimits(
     connect_seconds=1.0,
     first_byte_seconds=0.5,
