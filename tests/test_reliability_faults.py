@@ -340,6 +340,25 @@ def test_a_locked_audit_table_fails_the_turn_closed_and_nothing_reaches_the_cust
     assert_no_query_ran_unrecorded(requested=world.counter.tool_calls)
 
 
+def test_a_locked_outcome_table_withholds_the_result_and_the_attempt_shows_no_outcome(world):
+    """The attempt is recorded, the query runs, its outcome cannot be
+    written: the result is withheld (the model never reads it), the turn
+    fails visibly, and the audit screens show "no outcome recorded"."""
+    world.script(tool_call("run_sql", {"connection": "sales", "sql": SQL}), text("(should not be asked)"))
+    with table_locked(app_db_dsn(), "audit_toolcalloutcome"):
+        events, took = world.ask("고객이 몇 명이야?", timeout=30)
+    error, finished = failure(events)
+    assert error["message"] == in_turn_language(
+        finished["turn_id"], "The action could not be recorded in the audit log, so its result was withheld."
+    )
+    assert LOCK_MS / 1000 <= took < bound(LOCK_MS / 1000), took
+    (attempt,) = ToolCallAudit.objects.all()
+    assert (attempt.outcome, attempt.call_outcome, attempt.sql_text) == (Outcome.STARTED, NO_OUTCOME, SQL)
+    assert len(world.stack.fake.requests) == 1  # the result never reached the model
+    assert_no_query_ran_unrecorded(requested=world.counter.tool_calls, told=False)
+    world.works_again()
+
+
 NASTY_DELETE = "DELETE FROM customers WHERE name = 'a\x00b\ud800c' /* \udfff */"
 
 
