@@ -4,8 +4,11 @@ PostgreSQL database, a real websocket client, and the scripted model server
 on loopback. Deadlines are shortened through the worker's environment, as an
 operator would; time bounds are generous (3x the deadline + 5 s).
 
-Every fault ends the turn visibly at the client (an `error` event, then
-`turn.finished` with status `failed`) with the reason in words, the
+Every model fault and every unwritable audit record ends the turn visibly at
+the client (an `error` event, then `turn.finished` with status `failed`) with
+the reason in words; a call the executor refuses (an 8 MB tool argument, a
+DELETE full of NUL bytes and lone surrogates) is recorded as `denied`, the
+model is told, and the turn goes on, as the README says. In every case the
 conversation takes a new turn afterwards, and no customer query ran
 unrecorded: every audit attempt has its outcome or shows "no outcome
 recorded", and every tool call the model asked for has its audit row (unless
