@@ -31,7 +31,7 @@ pytestmark = [pytest.mark.services, pytest.mark.e2e, pytest.mark.django_db(trans
 
 # Characters of the large answer: its deltas and its `message.completed`
 # carry it twice, far more than the kernel buffers of one loopback socket.
-BIG = int(os.environ.get("OWLAI_TEST_SLOW_ANSWER_CHARS", 24_000_000))
+BIG = int(os.environ.get("OWLAI_TEST_SLOW_ANSWER_CHARS", 12_000_000))
 MiB = 1024 * 1024
 
 

@@ -38,7 +38,7 @@ async def outputs_until_quiet(comm, timeout=0.5) -> list[dict]:
         try:
             # Not receive_output: its timeout cancels the application.
             out = await asyncio.wait_for(comm.output_queue.get(), timeout)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             return got
         got.append(json.loads(out["text"]) if out["type"] == "websocket.send" else out)
         if out["type"] == "websocket.close":
@@ -146,7 +146,9 @@ def test_normal_use_is_never_limited(personas, install_models):
             for text in ("안녕", "@sales SELECT name FROM customers"):
                 events = await _ask(comm, text)
                 seen += events
-                await comm.send_to(text_data=json.dumps({"type": "sync", "turn_id": events[0]["turn_id"], "after_seq": 0}))
+                await comm.send_to(
+                    text_data=json.dumps({"type": "sync", "turn_id": events[0]["turn_id"], "after_seq": 0})
+                )
                 seen += await outputs_until_quiet(comm, timeout=0.3)
             await comm.disconnect()
         return seen
