@@ -8,12 +8,53 @@ The database is the truth: on connect, on request (`sync`) and after a
 channel-layer outage, the client gets the conversation's state and stored
 events from the database; live frames are only the fast path. A transient
 channel-layer error (Redis restarting) never closes the socket with 1011.
+
+Limits, per socket (settings OWLAI_WS_*; README "Websocket protocol"):
+
+* Rate. Every frame takes a token from a bucket (OWLAI_WS_FRAMES_PER_SECOND,
+  burst OWLAI_WS_FRAME_BURST); `turn.start` also from its own
+  (OWLAI_WS_TURN_STARTS_PER_MINUTE, burst OWLAI_WS_TURN_START_BURST), on top
+  of the rule that a conversation runs one turn at a time. A frame without a
+  token gets an `error` `rate_limited` and is dropped, unread; the socket stays
+  open. Refused frames fill a third bucket that drains at
+  OWLAI_WS_FLOOD_FACTOR x the frame rate and holds OWLAI_WS_FLOOD_SECONDS of
+  that: a client that keeps flooding far past its limit overflows it and is
+  closed with CLOSE_RATE_LIMITED (4429).
+
+* Send buffer. ASGI has no backpressure for websockets, and daphne has none
+  either: `websocket.send` goes straight to autobahn's `sendMessage`, which
+  writes to the Twisted transport, which keeps whatever the kernel would not
+  take in memory, without bound, for as long as the client does not read
+  (that is how one idle client grew daphne by 180 MiB). The application
+  never sees that buffer through ASGI, so the consumer looks for it itself:
+  the `send` callable daphne hands the application is
+  `functools.partial(Server.handle_reply, protocol)` (behind the session
+  middleware's wrapper, `real_send`), and the protocol's `transport` is a
+  Twisted `FileDescriptor` whose unwritten bytes are `dataBuffer` (from
+  `offset`) plus `_tempDataLen`; behind TLS the same is read one transport
+  down. Before every frame the consumer reads that figure: over
+  OWLAI_WS_SEND_BUFFER_BYTES it sends nothing more, leaves the group and
+  closes with CLOSE_TOO_SLOW (4408). Autobahn aborts the connection when the
+  client does not answer the close within its close-handshake timeout
+  (1 s), which frees the buffer. So a socket costs at most the cap plus one
+  frame, and a client that was merely slow reconnects and gets everything
+  from the database (`state`, `sync`): nothing is lost.
+  Under another server (or the test communicator) no transport is found and
+  the check is off; servers that do apply backpressure (uvicorn) make
+  `send` wait instead, which costs this socket only.
+
+* Other sockets. The worker's `group_send` never waits for a socket: the
+  Redis layer adds to each member channel under its capacity and drops (and
+  counts, chat.layers) for a full one; each consumer relays from its own
+  channel. A slow client therefore stalls nothing but its own socket.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
+import time
 
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
@@ -32,12 +73,83 @@ CLOSE_UNAUTHENTICATED = 4401
 CLOSE_FORBIDDEN = 4403
 # The channel layer is unreachable: the client reconnects with backoff.
 CLOSE_TRY_AGAIN_LATER = 1013
+# The client kept sending far more frames than its limit.
+CLOSE_RATE_LIMITED = 4429
+# The client did not read: more than OWLAI_WS_SEND_BUFFER_BYTES waited for it.
+CLOSE_TOO_SLOW = 4408
+
+
+class TokenBucket:
+    """`rate` tokens per second up to `burst`; starts full."""
+
+    def __init__(self, rate: float, burst: float, clock=time.monotonic) -> None:
+        self.rate, self.burst, self.clock = rate, burst, clock
+        self.tokens = float(burst)
+        self.stamp = clock()
+
+    def take(self) -> bool:
+        now = self.clock()
+        self.tokens = min(self.burst, self.tokens + (now - self.stamp) * self.rate)
+        self.stamp = now
+        if self.tokens >= 1:
+            self.tokens -= 1
+            return True
+        return False
+
+
+def find_protocol(send, depth: int = 0):
+    """daphne's WebSocketProtocol behind the ASGI `send` callable, or None
+    (see the module docstring). Follows partials and `*send` attributes of
+    the middleware wrappers only, a few levels deep."""
+    if send is None or depth > 6:
+        return None
+    if hasattr(send, "transport") and hasattr(send, "sendMessage"):
+        return send
+    if isinstance(send, functools.partial):
+        for part in send.args:
+            found = find_protocol(part, depth + 1)
+            if found is not None:
+                return found
+        return None
+    owner = getattr(send, "__self__", None)
+    if owner is None:
+        return None
+    for name, value in list(vars(owner).items()) if hasattr(owner, "__dict__") else []:
+        if name.endswith("send") and callable(value):
+            found = find_protocol(value, depth + 1)
+            if found is not None:
+                return found
+    return None
+
+
+def write_buffer_bytes(transport, depth: int = 0) -> int | None:
+    """Bytes written to `transport` that the peer has not taken yet, or None
+    when this transport does not tell."""
+    if transport is None or depth > 2:
+        return None
+    size = getattr(transport, "get_write_buffer_size", None)  # asyncio transports
+    if callable(size):
+        return int(size())
+    if hasattr(transport, "dataBuffer") and hasattr(transport, "_tempDataLen"):  # Twisted FileDescriptor
+        return len(transport.dataBuffer) - getattr(transport, "offset", 0) + transport._tempDataLen
+    # TLS (TLSMemoryBIOProtocol): the ciphertext waits one transport down.
+    return write_buffer_bytes(getattr(transport, "transport", None), depth + 1)
 
 
 class ChatConsumer(AsyncWebsocketConsumer):
     group: str | None = None
+    # Set once the socket is being closed for a limit: nothing more is sent.
+    closing = False
+    _protocol = None
 
     async def connect(self) -> None:
+        self._frames = TokenBucket(settings.OWLAI_WS_FRAMES_PER_SECOND, settings.OWLAI_WS_FRAME_BURST)
+        self._turn_starts = TokenBucket(
+            settings.OWLAI_WS_TURN_STARTS_PER_MINUTE / 60.0, settings.OWLAI_WS_TURN_START_BURST
+        )
+        flood_rate = settings.OWLAI_WS_FRAMES_PER_SECOND * settings.OWLAI_WS_FLOOD_FACTOR
+        self._flood = TokenBucket(flood_rate, max(1.0, flood_rate * settings.OWLAI_WS_FLOOD_SECONDS))
+        self._protocol = find_protocol(self.base_send)
         user = self.scope.get("user")
         if user is None or not user.is_authenticated:
             await self.close(code=CLOSE_UNAUTHENTICATED)
@@ -60,11 +172,15 @@ class ChatConsumer(AsyncWebsocketConsumer):
         await self._send_state()
 
     async def disconnect(self, code: int) -> None:
+        await self._leave()
+
+    async def _leave(self) -> None:
         if self.group:
             try:
                 await self.channel_layer.group_discard(self.group, self.channel_name)
             except Exception as exc:  # the membership expires on its own
                 logger.warning("could not leave %s: %s", self.group, exc)
+            self.group = None
 
     async def _join(self) -> bool:
         try:
@@ -78,6 +194,8 @@ class ChatConsumer(AsyncWebsocketConsumer):
         """The channel layer was unreachable (chat.layers): memberships may
         be gone with Redis and frames may be lost. Join again and send the
         state from the database."""
+        if self.closing or self.group is None:
+            return
         if await self._join():
             await self._send_state()
 
@@ -85,7 +203,12 @@ class ChatConsumer(AsyncWebsocketConsumer):
         await self._send_json(await self._state())
 
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
+        if self.closing:
+            return
         with translation.override(self.language):
+            if not self._frames.take():
+                await self._rate_limited(_("Too many frames; slow down."))
+                return
             if text_data is None:
                 await self._error("bad_frame", _("Binary frames are not supported; send JSON text."))
                 return
@@ -101,11 +224,26 @@ class ChatConsumer(AsyncWebsocketConsumer):
                 await self._error("bad_event", _("An event must be a JSON object with a string 'type'."))
                 return
             if payload["type"] == "turn.start":
+                if not self._turn_starts.take():
+                    await self._rate_limited(_("Too many turns started; wait a moment before asking again."))
+                    return
                 await self._turn_start(payload)
             elif payload["type"] == "sync":
                 await self._sync_frame(payload)
             else:
                 await self._error("unknown_type", _("Unknown event type: %(type)s") % {"type": payload["type"][:50]})
+
+    async def _rate_limited(self, message: str) -> None:
+        if not self._flood.take():
+            logger.warning("closing %s: it keeps sending far past its rate limit", self.channel_name)
+            await self._close_for_limit(CLOSE_RATE_LIMITED)
+            return
+        await self._error("rate_limited", message)
+
+    async def _close_for_limit(self, code: int) -> None:
+        self.closing = True
+        await self._leave()
+        await self.close(code=code)
 
     async def _turn_start(self, payload: dict) -> None:
         text = payload.get("text")
@@ -154,7 +292,25 @@ class ChatConsumer(AsyncWebsocketConsumer):
         await self._send_json(message["event"])
 
     async def _send_json(self, frame: dict) -> None:
+        if self.closing:
+            return
+        buffered = self._buffered_bytes()
+        if buffered is not None and buffered > settings.OWLAI_WS_SEND_BUFFER_BYTES:
+            logger.warning(
+                "closing %s: its client does not read (%d bytes waiting, cap %d); it resyncs on reconnect",
+                self.channel_name,
+                buffered,
+                settings.OWLAI_WS_SEND_BUFFER_BYTES,
+            )
+            await self._close_for_limit(CLOSE_TOO_SLOW)
+            return
         await self.send(text_data=json.dumps(frame, ensure_ascii=False))
+
+    def _buffered_bytes(self) -> int | None:
+        """Bytes sent on this socket its client has not read yet (daphne), or None."""
+        if self._protocol is None:
+            return None
+        return write_buffer_bytes(getattr(self._protocol, "transport", None))
 
     async def _error(self, code: str, message: str) -> None:
         await self._send_json({"type": events.ERROR, "code": code, "message": message})

@@ -294,3 +294,25 @@ OWLAI_AUDIT_STATEMENT_TIMEOUT_MS = env.int("OWLAI_AUDIT_STATEMENT_TIMEOUT_MS", d
 if OWLAI_AUDIT_LOCK_TIMEOUT_MS < 1 or OWLAI_AUDIT_STATEMENT_TIMEOUT_MS < 1:
     # 0 means "no timeout" to PostgreSQL: exactly the silent stall this prevents.
     raise ImproperlyConfigured("OWLAI_AUDIT_LOCK_TIMEOUT_MS and OWLAI_AUDIT_STATEMENT_TIMEOUT_MS must be at least 1")
+
+# --- Websocket limits (chat.consumers) ---------------------------------------------
+# Per socket: frames of any type pass a token bucket (rate per second, burst);
+# `turn.start` frames also pass their own (rate per minute, burst). A frame over
+# either gets an `error` event `rate_limited` and is dropped; the socket stays
+# open. A client whose refused frames keep coming at more than
+# OWLAI_WS_FLOOD_FACTOR x the frame rate for about OWLAI_WS_FLOOD_SECONDS is
+# closed with 4429.
+OWLAI_WS_FRAMES_PER_SECOND = env.float("OWLAI_WS_FRAMES_PER_SECOND", default=20.0)
+OWLAI_WS_FRAME_BURST = env.int("OWLAI_WS_FRAME_BURST", default=60)
+OWLAI_WS_TURN_STARTS_PER_MINUTE = env.float("OWLAI_WS_TURN_STARTS_PER_MINUTE", default=6.0)
+OWLAI_WS_TURN_START_BURST = env.int("OWLAI_WS_TURN_START_BURST", default=3)
+OWLAI_WS_FLOOD_FACTOR = env.float("OWLAI_WS_FLOOD_FACTOR", default=10.0)
+OWLAI_WS_FLOOD_SECONDS = env.float("OWLAI_WS_FLOOD_SECONDS", default=3.0)
+# Bytes daphne holds for one socket that the client has not read yet (its
+# transport's write buffer). Over this, the socket gets no more events and is
+# closed with 4408; the client reconnects and resyncs from the database.
+OWLAI_WS_SEND_BUFFER_BYTES = env.int("OWLAI_WS_SEND_BUFFER_BYTES", default=1024 * 1024)
+if min(OWLAI_WS_FRAMES_PER_SECOND, OWLAI_WS_TURN_STARTS_PER_MINUTE, OWLAI_WS_FLOOD_FACTOR) <= 0:
+    raise ImproperlyConfigured("OWLAI_WS_FRAMES_PER_SECOND, _TURN_STARTS_PER_MINUTE and _FLOOD_FACTOR must be positive")
+if min(OWLAI_WS_FRAME_BURST, OWLAI_WS_TURN_START_BURST, OWLAI_WS_SEND_BUFFER_BYTES) < 1 or OWLAI_WS_FLOOD_SECONDS <= 0:
+    raise ImproperlyConfigured("OWLAI_WS_*_BURST and OWLAI_WS_SEND_BUFFER_BYTES must be at least 1")
