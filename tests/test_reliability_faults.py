@@ -64,6 +64,10 @@ FAST_ENV = {
     "OWLAI_MODEL_RETRY_BASE_SECONDS": "0.1",
     "OWLAI_AUDIT_LOCK_TIMEOUT_MS": str(LOCK_MS),
     "OWLAI_AUDIT_STATEMENT_TIMEOUT_MS": "3000",
+    # These tests start several turns on one socket in quick succession; the
+    # per-socket turn-start limit is tested elsewhere (tests/test_socket_limits.py).
+    "OWLAI_WS_TURN_STARTS_PER_MINUTE": "600",
+    "OWLAI_WS_TURN_START_BURST": "100",
 }
 
 
