@@ -294,3 +294,15 @@ OWLAI_AUDIT_STATEMENT_TIMEOUT_MS = env.int("OWLAI_AUDIT_STATEMENT_TIMEOUT_MS", d
 if OWLAI_AUDIT_LOCK_TIMEOUT_MS < 1 or OWLAI_AUDIT_STATEMENT_TIMEOUT_MS < 1:
     # 0 means "no timeout" to PostgreSQL: exactly the silent stall this prevents.
     raise ImproperlyConfigured("OWLAI_AUDIT_LOCK_TIMEOUT_MS and OWLAI_AUDIT_STATEMENT_TIMEOUT_MS must be at least 1")
+
+# --- Worker pool (turns) ---------------------------------------------------------
+# Turns wait on the model most of their time, so workers run them in threads
+# (`celery -A owlai worker -P threads -c 32`, see README "Production profile").
+# A thread closes its database connection before each model call and after
+# each task, so waiting turns hold no connection: connections in use follow
+# the turns doing database work, not the thread count (bounded by it, plus one
+# heartbeat connection per worker process).
+OWLAI_MODEL_WAIT_RELEASES_DB = env.bool("OWLAI_MODEL_WAIT_RELEASES_DB", default=True)
+# CONN_MAX_AGE inside workers (the web process keeps DB_CONN_MAX_AGE): 0 closes
+# a thread's connection when its task ends, so idle pool threads hold none.
+OWLAI_WORKER_DB_CONN_MAX_AGE = env.int("OWLAI_WORKER_DB_CONN_MAX_AGE", default=0)
