@@ -147,9 +147,7 @@ def test_turns_waiting_on_a_slow_model_run_side_by_side_with_bounded_db_connecti
     assert peak[0] <= THREADS + 8, peak[0]
 
 
-def test_a_turn_claimed_by_a_pool_thread_is_heartbeated_and_a_killed_worker_still_fails_it(
-    stack, django_user_model
-):
+def test_a_turn_claimed_by_a_pool_thread_is_heartbeated_and_a_killed_worker_still_fails_it(stack, django_user_model):
     user = django_user_model.objects.create_user("pool-user", is_staff=True)
     stack.fake.script = [SlowText(delay=30)] + [SlowText(delay=0)] * 10
     (client,) = clients_for(stack, user, 1)
