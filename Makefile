@@ -56,6 +56,7 @@ bench: install
 	$(PY) bench/executor.py
 	$(PY) bench/mask.py
 	$(PY) bench/audit_admin.py
+	$(PY) bench/load.py
 
 messages: install
 	$(PY) manage.py makemessages -l ko -l en --ignore=.venv --ignore=tests

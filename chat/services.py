@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -225,34 +226,78 @@ def _finish(
     return True
 
 
+class _Heartbeats:
+    """One thread per worker process renews `heartbeat_at` of every turn
+    running in it, with one UPDATE per OWLAI_TURN_HEARTBEAT_SECONDS on one
+    database connection of its own, also while the turns wait for a slow
+    model. So a thread pool of 64 turns holds one heartbeat connection, not 64.
+    It dies with the worker process (kill -9, a lost pool child), and then the
+    recovery job sees the heartbeats go stale and fails the turns.
+
+    A turn is beaten at most OWLAI_TURN_TIMEOUT_SECONDS: the thread pool
+    cannot kill a stuck task, so past that its heartbeat goes stale, the
+    recovery job fails it, and the turn's thread stops at its next step
+    (`still_wanted`) without writing anything."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._beating = threading.Lock()  # held while an UPDATE is in flight
+        self._turns: dict[int, float] = {}  # turn id -> monotonic time after which it is no longer beaten
+        self._thread: threading.Thread | None = None
+
+    def add(self, turn_id: int) -> None:
+        with self._cond:
+            self._turns[turn_id] = time.monotonic() + settings.OWLAI_TURN_TIMEOUT_SECONDS
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._run, name="owlai-turn-heartbeats", daemon=True)
+                self._thread.start()
+            self._cond.notify()  # the interval may have changed
+
+    def remove(self, turn_id: int) -> None:
+        with self._cond:
+            self._turns.pop(turn_id, None)
+        with self._beating:  # no beat of this turn lands after it left
+            pass
+
+    def _run(self) -> None:
+        try:
+            while True:
+                with self._cond:
+                    if not self._turns:
+                        self._thread = None
+                        return
+                    self._cond.wait(settings.OWLAI_TURN_HEARTBEAT_SECONDS)
+                    now = time.monotonic()
+                    self._beating.acquire()
+                    ids = [turn_id for turn_id, until in self._turns.items() if until > now]
+                try:
+                    if ids:
+                        Turn.objects.filter(pk__in=ids, status=TurnStatus.RUNNING).update(heartbeat_at=timezone.now())
+                except DatabaseError as exc:
+                    logger.warning("turns %s: heartbeat not written: %s", ids, exc)
+                    connection.close()  # a fresh connection next time
+                finally:
+                    self._beating.release()
+        finally:
+            connection.close()  # this thread's own connection
+
+
+_HEARTBEATS = _Heartbeats()
+
+
 class TurnHeartbeat:
-    """While a turn runs, a thread renews its `heartbeat_at` every
-    OWLAI_TURN_HEARTBEAT_SECONDS, also while the worker waits for a slow
-    model. It dies with the worker process (kill -9, a lost pool child), and
-    then the recovery job sees the heartbeat go stale and fails the turn."""
+    """While a turn runs, its `heartbeat_at` is renewed every
+    OWLAI_TURN_HEARTBEAT_SECONDS by the process's heartbeat thread (_Heartbeats)."""
 
     def __init__(self, turn_id: int) -> None:
         self.turn_id = turn_id
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._beat, name=f"turn-{turn_id}-heartbeat", daemon=True)
 
     def __enter__(self) -> TurnHeartbeat:
-        self._thread.start()
+        _HEARTBEATS.add(self.turn_id)
         return self
 
     def __exit__(self, *exc) -> None:
-        self._stop.set()
-        self._thread.join(timeout=10)
-
-    def _beat(self) -> None:
-        try:
-            while not self._stop.wait(settings.OWLAI_TURN_HEARTBEAT_SECONDS):
-                try:
-                    Turn.objects.filter(pk=self.turn_id, status=TurnStatus.RUNNING).update(heartbeat_at=timezone.now())
-                except DatabaseError as exc:
-                    logger.warning("turn %s: heartbeat not written: %s", self.turn_id, exc)
-        finally:
-            connection.close()  # this thread's own connection
+        _HEARTBEATS.remove(self.turn_id)
 
 
 def turn_claim(*, turn_id: int) -> bool:
@@ -359,6 +404,8 @@ def _run(turn: Turn) -> None:
             api_key_env=model.provider.api_key_env,
             model_name=model.name,
         )
+        if settings.OWLAI_MODEL_WAIT_RELEASES_DB:
+            client = _ReleasingDbClient(client)
         result = run_agent_loop(
             ctx=ctx,
             client=client,
@@ -400,6 +447,22 @@ def _run(turn: Turn) -> None:
         frames.append((events.MESSAGE_COMPLETED, {"text": final_text}))
         result.new_messages.append({"role": "assistant", "content": final_text})
     _finish(turn, emit, TurnStatus.COMPLETED, frames=frames, messages=result.new_messages)
+
+
+class _ReleasingDbClient:
+    """Closes this thread's database connection before each model call, so
+    a turn waiting for its model holds a worker thread but no database
+    connection (workers: OWLAI_MODEL_WAIT_RELEASES_DB, on by default). The
+    next query (a streamed delta, the tool call) opens one again. Not inside
+    a transaction: there the connection is the transaction's."""
+
+    def __init__(self, client) -> None:
+        self._client = client
+
+    def complete(self, **kwargs):
+        if not connection.in_atomic_block:
+            connection.close()
+        return self._client.complete(**kwargs)
 
 
 def _reject(turn: Turn, emit: events.TurnEmitter, reason: str) -> None:

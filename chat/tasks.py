@@ -16,8 +16,10 @@ from chat.services import turn_run, turns_recover
     name="chat.run_turn",
     acks_late=True,
     ignore_result=True,
-    # The soft limit raises inside the turn, which then fails cleanly; the hard
-    # limit is the backstop (prefork pool; the solo pool cannot enforce them).
+    # Prefork pool: the soft limit raises inside the turn, which then fails
+    # cleanly; the hard limit is the backstop. The threads pool (production,
+    # README) cannot enforce them: there the heartbeat stops for a turn past
+    # OWLAI_TURN_TIMEOUT_SECONDS and the recovery job fails it (chat.services).
     soft_time_limit=settings.OWLAI_TURN_TIMEOUT_SECONDS,
     time_limit=settings.OWLAI_TURN_TIMEOUT_SECONDS + 30,
 )

@@ -26,6 +26,20 @@ def _enforce_runtime_db_role(**kwargs) -> None:
         enforce_runtime_db_role()
     except ImproperlyConfigured as exc:
         raise SystemExit(f"OwlAI worker refused to start: {exc}") from exc
+    _worker_db_connections()
+
+
+def _worker_db_connections() -> None:
+    """Workers keep a connection no longer than OWLAI_WORKER_DB_CONN_MAX_AGE
+    (default 0: closed when the task ends, by Celery's Django fixup, in the
+    thread that ran it). With the threads pool each thread has its own
+    connection; one kept open per idle thread would add up to the pool size."""
+    from django.conf import settings
+    from django.db import connections
+
+    for alias in connections:
+        connections.settings[alias]["CONN_MAX_AGE"] = settings.OWLAI_WORKER_DB_CONN_MAX_AGE
+    connections.close_all()
 
 
 @worker_ready.connect

@@ -316,3 +316,15 @@ if min(OWLAI_WS_FRAMES_PER_SECOND, OWLAI_WS_TURN_STARTS_PER_MINUTE, OWLAI_WS_FLO
     raise ImproperlyConfigured("OWLAI_WS_FRAMES_PER_SECOND, _TURN_STARTS_PER_MINUTE and _FLOOD_FACTOR must be positive")
 if min(OWLAI_WS_FRAME_BURST, OWLAI_WS_TURN_START_BURST, OWLAI_WS_SEND_BUFFER_BYTES) < 1 or OWLAI_WS_FLOOD_SECONDS <= 0:
     raise ImproperlyConfigured("OWLAI_WS_*_BURST and OWLAI_WS_SEND_BUFFER_BYTES must be at least 1")
+
+# --- Worker pool (turns) ---------------------------------------------------------
+# Turns wait on the model most of their time, so workers run them in threads
+# (`celery -A owlai worker -P threads -c 32`, see README "Production profile").
+# A thread closes its database connection before each model call and after
+# each task, so waiting turns hold no connection: connections in use follow
+# the turns doing database work, not the thread count (bounded by it, plus one
+# heartbeat connection per worker process).
+OWLAI_MODEL_WAIT_RELEASES_DB = env.bool("OWLAI_MODEL_WAIT_RELEASES_DB", default=True)
+# CONN_MAX_AGE inside workers (the web process keeps DB_CONN_MAX_AGE): 0 closes
+# a thread's connection when its task ends, so idle pool threads hold none.
+OWLAI_WORKER_DB_CONN_MAX_AGE = env.int("OWLAI_WORKER_DB_CONN_MAX_AGE", default=0)

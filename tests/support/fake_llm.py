@@ -114,6 +114,7 @@ class FakeLLMServer:
         self.script: list = list(script or [])  # Reply, or a function(request body) -> Reply
         self.requests: list[dict] = []
         self.sent_bytes: list[int] = []  # per streamed fault reply
+        self.delay = 0.0  # seconds every request waits before its reply (a slow model)
         self._lock = threading.Lock()
         self._stop = threading.Event()
         server = self
@@ -128,6 +129,8 @@ class FakeLLMServer:
                 with server._lock:
                     server.requests.append(body)
                     reply = server.script.pop(0) if server.script else Reply(content="(script exhausted)")
+                if server.delay:
+                    server._stop.wait(server.delay)
                 # An adaptive step (a scripted attacker reading what it was sent).
                 if callable(reply):
                     reply = reply(body)
@@ -310,6 +313,8 @@ class FakeLLMServer:
                 self.wfile.flush()
 
         class Server(ThreadingHTTPServer):
+            request_queue_size = 256  # many concurrent turns (bench/load.py)
+
             def handle_error(self, request, client_address) -> None:  # a client that hung up is no error here
                 pass
 

@@ -66,18 +66,22 @@ class Stack:
         )
         wait_for_port(self.port, proc, proc.log)
 
-    def start_worker(self, concurrency: int = 2) -> None:
+    def start_worker(self, concurrency: int = 2, *, pool: str = "prefork", name: str = "worker") -> None:
+        """A Celery worker; `pool` "threads" is the production choice (README),
+        "prefork" the default here. Several workers: give each its own `name`."""
         self._start(
-            "worker",
+            name,
             [
                 str(BIN / "celery"),
                 "-A",
                 "owlai",
                 "worker",
                 "-P",
-                "prefork",
+                pool,
                 "-c",
                 str(concurrency),
+                "-n",
+                f"{name}-{uuid.uuid4().hex[:6]}@%h",
                 "-Q",
                 self.env["OWLAI_CELERY_QUEUE"],
                 "-l",
@@ -132,7 +136,7 @@ class Stack:
         return "\n".join(f"--- {p.name}\n{p.read_text()[-4000:]}" for p in sorted(self.tmp.glob("*.log")))
 
     def close(self) -> None:
-        for name in ("web", "worker", "beat"):
+        for name in ["web", *(n for n in self.procs if n.startswith("worker")), "beat"]:
             if name in self.procs:
                 self.stop(name)
         if "redis" in self.procs:

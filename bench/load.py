@@ -1,0 +1,239 @@
+"""Turn throughput through the real production stack: N concurrent
+conversations, each running `--turns` turns one after the other, through
+websockets (daphne) to Celery worker(s) over Redis, with PostgreSQL, against
+the fake OpenAI-compatible model (tests/support/fake_llm.py) answering every
+call after `--delay` seconds.
+
+Measured per N: turns/s, and turn latency (send `turn.start` -> receive
+`turn.finished`) MINUS the model's time (the delay: one model call per turn),
+i.e. the platform's overhead (queueing for a worker slot, database, Redis,
+websocket), as p50/p95/p99; the peak number of database connections
+(pg_stat_activity) during the run; and how many turns finished.
+
+Usage: .venv/bin/python bench/load.py [--n 50 200] [--turns 2] [--delay 1.0]
+    [--pool threads|prefork] [--workers 2] [--concurrency 32] [--smoke]
+Creates its own throwaway PostgreSQL database and its own redis-server on a
+free port (needs PostgreSQL on 127.0.0.1:5432, or OWLAI_BENCH_PG_ADMIN_URL).
+The last line is the headline. Goal: at N = 50 with a 1 s model, p95
+overhead <= 500 ms; at N = 200, every turn finishes. `--smoke` runs tiny
+sizes in seconds (the test suite runs it so the bench cannot rot); its
+figures mean nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--n", type=int, nargs="+", default=[50, 200], help="concurrent conversations (one run each)")
+    parser.add_argument("--turns", type=int, default=2, help="turns per conversation, one after the other")
+    parser.add_argument("--delay", type=float, default=1.0, help="seconds the model takes per call")
+    parser.add_argument("--pool", default="threads", choices=["threads", "prefork", "solo"])
+    parser.add_argument("--workers", type=int, default=2, help="worker processes")
+    parser.add_argument("--concurrency", type=int, default=32, help="threads (or children) per worker")
+    parser.add_argument("--timeout", type=float, default=120.0, help="a turn not finished by then counts as stuck")
+    parser.add_argument("--smoke", action="store_true", help="tiny sizes, seconds: proves the bench still runs")
+    args = parser.parse_args()
+    if args.smoke:
+        args.n, args.turns, args.delay, args.workers, args.concurrency = [4], 1, 0.2, 1, 4
+
+    import psycopg
+
+    admin_url = os.environ.get("OWLAI_BENCH_PG_ADMIN_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
+    bench_db = f"owlai_bench_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(admin_url, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{bench_db}"')
+    db_url = admin_url.rsplit("/", 1)[0].replace("postgresql://", "postgres://") + f"/{bench_db}"
+    tmp = Path(tempfile.mkdtemp(prefix="owlai-load-"))
+    os.environ.update(
+        {
+            "DATABASE_URL": db_url,
+            # This process never talks to Redis; the stack's processes get their own.
+            "REDIS_URL": os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0"),
+            "SECRET_KEY": os.environ.get("SECRET_KEY", "bench"),
+            "OWLAI_DB_ROLE_CHECK": "0",
+            "ALLOWED_HOSTS": "127.0.0.1,localhost",
+            "DJANGO_SETTINGS_MODULE": "owlai.settings",
+        }
+    )
+    try:
+        run(args, tmp, db_url, admin_url, bench_db)
+    finally:
+        from django.db import connections
+
+        connections.close_all()
+        with psycopg.connect(admin_url, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{bench_db}" WITH (FORCE)')
+
+
+def run(args, tmp: Path, db_url: str, admin_url: str, bench_db: str) -> None:
+    from tests.support.fake_llm import FakeLLMServer, text
+
+    fake = FakeLLMServer().__enter__()
+    fake.delay = args.delay
+    fake.script = [lambda body: text("네, 확인했습니다.")] * (sum(args.n) * args.turns * 2 + 100)
+    config_text = f"""
+[[providers]]
+name = "onprem"
+kind = "openai"
+tier = "private"
+base_url = "{fake.base_url}"
+models = ["inhouse-model"]
+"""
+    config_path = tmp / "owlai.toml"
+    config_path.write_text(config_text)
+    os.environ["OWLAI_CONFIG"] = str(config_path)
+
+    import django
+
+    django.setup()
+    from django.contrib.auth import get_user_model
+    from django.core.management import call_command
+    from django.test import Client
+
+    from chat.services import conversation_create
+    from governance.models import LlmModel
+    from governance.services import feature_default_set, install_config_sync
+    from owlai.install_config import parse_install_config
+    from tests.support.stack import Stack
+
+    call_command("migrate", verbosity=0)
+    install_config_sync(config=parse_install_config(config_text))
+    feature_default_set(feature="chat", model=LlmModel.objects.get(name="inhouse-model"))
+    user = get_user_model().objects.create_user(f"load-{uuid.uuid4().hex[:6]}", is_staff=True)
+    web = Client()
+    web.force_login(user)
+    cookie = web.cookies["sessionid"].value
+
+    stack = Stack(tmp, {**os.environ, "DATABASE_URL": db_url, "LOG_LEVEL": "WARNING"})
+    try:
+        stack.start_redis()
+        stack.start_web()
+        for i in range(args.workers):
+            stack.start_worker(args.concurrency, pool=args.pool, name=f"worker{i}")
+        stack.start_beat()
+        time.sleep(2.0 if args.smoke else 4.0)  # workers connect to the broker
+        results = []
+        for n in args.n:
+            conversations = [conversation_create(owner=user).pk for _ in range(n)]
+            results.append(measure(stack.port, cookie, conversations, args, admin_url, bench_db))
+    except BaseException:
+        print(stack.logs(), file=sys.stderr)
+        raise
+    finally:
+        stack.close()
+        fake.__exit__(None, None, None)
+
+    setup = f"{args.pool} pool, {args.workers} worker(s) x {args.concurrency}, model {args.delay:g}s"
+    for r in results:
+        print(
+            f"N={r['n']}: {r['finished']}/{r['expected']} turns finished ({r['completed']} completed), "
+            f"{r['rate']:.1f} turns/s, overhead p50 {r['p50']:.0f} ms, p95 {r['p95']:.0f} ms, p99 {r['p99']:.0f} ms, "
+            f"peak DB connections {r['peak_db']} [{setup}]"
+        )
+    print(
+        "headline: "
+        + "; ".join(
+            f"N={r['n']} {r['rate']:.1f} turns/s, overhead p95 {r['p95']:.0f} ms, "
+            f"{r['finished']}/{r['expected']} finished"
+            for r in results
+        )
+        + f" [{setup}] (goal: N=50 p95 <= 500 ms; N=200 none stuck)"
+    )
+
+
+def measure(port: int, cookie: str, conversations: list, args, admin_url: str, bench_db: str) -> dict:
+    peak = [0]
+    stop = threading.Event()
+
+    def watch_connections() -> None:
+        import psycopg
+
+        with psycopg.connect(admin_url, autocommit=True) as conn:
+            while not stop.wait(0.1):
+                (count,) = conn.execute(
+                    "SELECT count(*) FROM pg_stat_activity WHERE datname = %s", [bench_db]
+                ).fetchone()
+                peak[0] = max(peak[0], count - 1)  # less this bench's own session with Django
+
+    watcher = threading.Thread(target=watch_connections, daemon=True)
+    watcher.start()
+    started = time.monotonic()
+    try:
+        outcomes = asyncio.run(_converse_all(port, cookie, conversations, args))
+    finally:
+        stop.set()
+        watcher.join()
+    wall = time.monotonic() - started
+    latencies = [latency for status, latency in outcomes if status is not None]
+    overheads = sorted(max(0.0, latency - args.delay) * 1000 for latency in latencies) or [float("nan")]
+
+    def pct(p: float) -> float:
+        return overheads[min(len(overheads) - 1, int(round(p / 100 * (len(overheads) - 1))))]
+
+    return {
+        "n": len(conversations),
+        "expected": len(conversations) * args.turns,
+        "finished": len(latencies),
+        "completed": sum(status == "completed" for status, _ in outcomes),
+        "rate": len(latencies) / wall,
+        "p50": statistics.median(overheads),
+        "p95": pct(95),
+        "p99": pct(99),
+        "peak_db": peak[0],
+    }
+
+
+async def _converse_all(port: int, cookie: str, conversations: list, args) -> list[tuple[str | None, float]]:
+    results = await asyncio.gather(*(_converse(port, cookie, cid, args) for cid in conversations))
+    return [outcome for conversation in results for outcome in conversation]
+
+
+async def _converse(port: int, cookie: str, conversation_id, args) -> list[tuple[str | None, float]]:
+    """One conversation: its turns one after the other, as a user would. A
+    turn not finished within --timeout is (None, timeout): stuck."""
+    from websockets.asyncio.client import connect
+
+    outcomes: list[tuple[str | None, float]] = []
+    async with connect(
+        f"ws://127.0.0.1:{port}/ws/chat/{conversation_id}/",
+        additional_headers={"Cookie": f"sessionid={cookie}"},
+        origin=f"http://127.0.0.1:{port}",
+        open_timeout=60,
+        max_size=None,
+    ) as ws:
+        last_turn = 0
+        for i in range(args.turns):
+            await ws.send(json.dumps({"type": "turn.start", "text": f"고객이 몇 명이야? ({i})"}))
+            sent = time.monotonic()
+            try:
+                async with asyncio.timeout(args.timeout):
+                    while True:
+                        frame = json.loads(await ws.recv())
+                        if frame.get("type") == "turn.finished" and (frame.get("turn_id") or 0) > last_turn:
+                            last_turn = frame["turn_id"]
+                            outcomes.append((frame.get("status"), time.monotonic() - sent))
+                            break
+            except TimeoutError:
+                outcomes.append((None, args.timeout))
+                break
+    return outcomes
+
+
+if __name__ == "__main__":
+    main()
