@@ -85,8 +85,12 @@ if EMBEDDED:
         "default": {
             "ENGINE": "django.db.backends.sqlite3",
             "NAME": env.str("OWLAI_SQLITE_PATH", default=str(VAR_DIR / "owlai.sqlite3")),
-            # Worker thread and web thread share the file; wait instead of failing.
-            "OPTIONS": {"timeout": 20},
+            # Worker thread, heartbeat thread and web thread share the file:
+            # wait instead of failing, and take the write lock when a
+            # transaction begins (IMMEDIATE), so two deferred transactions
+            # can never deadlock on upgrading their read locks, which SQLite
+            # reports at once as "database is locked" without waiting.
+            "OPTIONS": {"timeout": 20, "transaction_mode": "IMMEDIATE"},
         }
     }
 else:
