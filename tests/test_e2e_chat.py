@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
-import socket
 import subprocess
 import sys
 import time
@@ -17,41 +15,20 @@ from pathlib import Path
 
 import pytest
 from django.conf import settings
-from django.db import connection as django_connection
 from django.test import Client
 from websockets.sync.client import connect
 
 from audit.models import ToolCallAudit
 from chat.models import Turn
 from chat.services import conversation_create
-from governance.models import DbConnection, DbGrant, LlmModel, Role
-from governance.services import feature_default_set, install_config_sync
-from owlai.install_config import parse_install_config
+from governance.models import DbConnection, DbGrant, Role
 from tests.support.fake_llm import FakeLLMServer, text, tool_call
+from tests.support.stack import free_port, process_env, scripted_provider, wait_for_port
 
 pytestmark = [pytest.mark.services, pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_for_port(port: int, proc: subprocess.Popen, log: Path, timeout: float = 30) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise AssertionError(f"server exited early:\n{log.read_text()}")
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-            return
-        except OSError:
-            time.sleep(0.2)
-    raise AssertionError(f"server did not listen on {port}:\n{log.read_text()}")
 
 
 @contextlib.contextmanager
@@ -61,38 +38,19 @@ def running_stack(
     """Config file, scripted model server, daphne and a Celery worker, the two
     processes connected as `db_user` (default: the test database's user)."""
     fake = FakeLLMServer().__enter__()
-    config_text = f"""
-[[providers]]
-name = "onprem"
-kind = "openai"
-tier = "{tier}"
-base_url = "{fake.base_url}"
-models = ["inhouse-model"]
-"""
-    config_path = tmp_path / "owlai.toml"
-    config_path.write_text(config_text)
-    install_config_sync(config=parse_install_config(config_text))
-    feature_default_set(feature="chat", model=LlmModel.objects.get(name="inhouse-model"))
-
-    db = settings.DATABASES["default"]
+    config_path = scripted_provider(tmp_path, fake.base_url, tier=tier)
     run_id = uuid.uuid4().hex[:8]
-    env = {
-        **os.environ,
-        "DATABASE_URL": (
-            f"postgres://{db_user or db['USER']}@{db['HOST']}:{db['PORT']}/{django_connection.settings_dict['NAME']}"
-        ),
-        "REDIS_URL": settings.REDIS_URL,
-        "SECRET_KEY": settings.SECRET_KEY,
-        "OWLAI_CONFIG": str(config_path),
-        "OWLAI_CHANNEL_PREFIX": f"owlai-e2e-{run_id}",
-        "OWLAI_CELERY_QUEUE": f"owlai-e2e-{run_id}",
-        "OWLAI_TEST_TARGET_DSN": target_dsn,
-        "ALLOWED_HOSTS": "127.0.0.1,localhost",
-        "DB_CONN_MAX_AGE": "0",
+    env = process_env(
+        config_path,
+        db_user=db_user,
+        REDIS_URL=settings.REDIS_URL,
+        OWLAI_CHANNEL_PREFIX=f"owlai-e2e-{run_id}",
+        OWLAI_CELERY_QUEUE=f"owlai-e2e-{run_id}",
+        OWLAI_TEST_TARGET_DSN=target_dsn,
         # As the test superuser the start-up role check must be off; as a
         # production application role it stays on.
-        "OWLAI_DB_ROLE_CHECK": "1" if role_check else "0",
-    }
+        OWLAI_DB_ROLE_CHECK="1" if role_check else "0",
+    )
     port = free_port()
     web_log, worker_log = tmp_path / "daphne.log", tmp_path / "worker.log"
     web = subprocess.Popen(

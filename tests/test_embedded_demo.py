@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from websockets.sync.client import connect
 
-from tests.test_e2e_chat import free_port, wait_for_port
+from tests.support.stack import free_port, wait_for_port
 
 pytestmark = pytest.mark.e2e
 

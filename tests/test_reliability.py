@@ -13,18 +13,13 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-from django.conf import settings
-from django.db import connection as django_connection
 from django.test import Client
 
 from audit.models import ToolCallAudit
 from chat.models import Turn, TurnEvent, TurnStatus
 from chat.services import conversation_create
-from governance.models import LlmModel
-from governance.services import feature_default_set, install_config_sync
-from owlai.install_config import parse_install_config
 from tests.support.fake_llm import FakeLLMServer, Reply, text, tool_call
-from tests.support.stack import Stack
+from tests.support.stack import Stack, process_env, scripted_provider
 from tests.support.ws_client import ChatClient
 from tests.test_e2e_chat import staff_with_grant
 
@@ -56,38 +51,19 @@ def stack(tmp_path, require_postgres_app_db, require_redis, pg_customer_db):
     model = Model()
     fake = FakeLLMServer().__enter__()
     fake.script = [model] * 1000
-    config_text = f"""
-[[providers]]
-name = "onprem"
-kind = "openai"
-tier = "private"
-base_url = "{fake.base_url}"
-models = ["inhouse-model"]
-"""
-    config_path = tmp_path / "owlai.toml"
-    config_path.write_text(config_text)
-    install_config_sync(config=parse_install_config(config_text))
-    feature_default_set(feature="chat", model=LlmModel.objects.get(name="inhouse-model"))
-    db = settings.DATABASES["default"]
-    import os
+    config_path = scripted_provider(tmp_path, fake.base_url)
 
     stack = Stack(
         tmp_path,
-        {
-            **os.environ,
-            "DATABASE_URL": f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{django_connection.settings_dict['NAME']}",
-            "SECRET_KEY": settings.SECRET_KEY,
-            "OWLAI_CONFIG": str(config_path),
-            "OWLAI_TEST_TARGET_DSN": pg_customer_db.dsn,
-            "ALLOWED_HOSTS": "127.0.0.1,localhost",
-            "DB_CONN_MAX_AGE": "0",
-            "OWLAI_DB_ROLE_CHECK": "0",
+        process_env(
+            config_path,
+            OWLAI_TEST_TARGET_DSN=pg_customer_db.dsn,
             # Shortened so a lost worker's turn fails in seconds, not a minute.
-            "OWLAI_TURN_HEARTBEAT_SECONDS": "1",
-            "OWLAI_TURN_STALE_SECONDS": "3",
-            "OWLAI_TURN_RECOVERY_SECONDS": "1",
-            "OWLAI_TURN_QUEUE_SECONDS": "4",
-        },
+            OWLAI_TURN_HEARTBEAT_SECONDS="1",
+            OWLAI_TURN_STALE_SECONDS="3",
+            OWLAI_TURN_RECOVERY_SECONDS="1",
+            OWLAI_TURN_QUEUE_SECONDS="4",
+        ),
     )
     stack.model = model
     stack.fake = fake

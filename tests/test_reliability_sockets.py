@@ -12,18 +12,13 @@ import threading
 import time
 
 import pytest
-from django.conf import settings
-from django.db import connection as django_connection
 from django.test import Client
 
 from chat.models import Turn, TurnEvent, TurnStatus
 from chat.services import conversation_create
-from governance.models import LlmModel
-from governance.services import feature_default_set, install_config_sync
-from owlai.install_config import parse_install_config
 from tests.support.fake_llm import FakeLLMServer, huge_text, text
 from tests.support.slow_client import SlowClient, rss_bytes
-from tests.support.stack import Stack
+from tests.support.stack import Stack, process_env, scripted_provider
 from tests.support.ws_client import ChatClient
 from tests.test_e2e_chat import staff_with_grant
 
@@ -45,37 +40,19 @@ def answer(body: dict):
 def stack(tmp_path, require_postgres_app_db, require_redis, pg_customer_db):
     fake = FakeLLMServer().__enter__()
     fake.script = [answer] * 100
-    config_text = f"""
-[[providers]]
-name = "onprem"
-kind = "openai"
-tier = "private"
-base_url = "{fake.base_url}"
-models = ["inhouse-model"]
-"""
-    config_path = tmp_path / "owlai.toml"
-    config_path.write_text(config_text)
-    install_config_sync(config=parse_install_config(config_text))
-    feature_default_set(feature="chat", model=LlmModel.objects.get(name="inhouse-model"))
-    db = settings.DATABASES["default"]
+    config_path = scripted_provider(tmp_path, fake.base_url)
     stack = Stack(
         tmp_path,
-        {
-            **os.environ,
-            "DATABASE_URL": f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{django_connection.settings_dict['NAME']}",
-            "SECRET_KEY": settings.SECRET_KEY,
-            "OWLAI_CONFIG": str(config_path),
-            "OWLAI_TEST_TARGET_DSN": pg_customer_db.dsn,
-            "ALLOWED_HOSTS": "127.0.0.1,localhost",
-            "DB_CONN_MAX_AGE": "0",
-            "OWLAI_DB_ROLE_CHECK": "0",
-            "OWLAI_MODEL_ANSWER_MAX_CHARS": str(BIG + 1000),
-            "OWLAI_WS_SEND_BUFFER_BYTES": os.environ.get("OWLAI_TEST_SEND_BUFFER_BYTES", str(MiB)),
-            "LOG_LEVEL": "WARNING",
+        process_env(
+            config_path,
+            OWLAI_TEST_TARGET_DSN=pg_customer_db.dsn,
+            OWLAI_MODEL_ANSWER_MAX_CHARS=str(BIG + 1000),
+            OWLAI_WS_SEND_BUFFER_BYTES=os.environ.get("OWLAI_TEST_SEND_BUFFER_BYTES", str(MiB)),
+            LOG_LEVEL="WARNING",
             # A frame per streamed piece (8 KiB), as a slower model would give:
             # many frames of an ordinary size rather than a few huge ones.
-            "OWLAI_DELTA_COALESCE_SECONDS": "0",
-        },
+            OWLAI_DELTA_COALESCE_SECONDS="0",
+        ),
     )
     try:
         stack.start_redis()

@@ -16,11 +16,8 @@ from django.conf import settings
 from django.db import connection as django_connection
 
 from chat.models import Turn, TurnStatus
-from governance.models import LlmModel
-from governance.services import feature_default_set, install_config_sync
-from owlai.install_config import parse_install_config
 from tests.support.fake_llm import FakeLLMServer, text
-from tests.support.stack import Stack
+from tests.support.stack import Stack, process_env, scripted_provider
 from tests.test_reliability import clients_for, run_parallel
 
 pytestmark = [pytest.mark.services, pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
@@ -32,37 +29,18 @@ THREADS = 16
 def stack(tmp_path, require_postgres_app_db, require_redis):
     """The production stack (tests.support.stack) with its worker in the
     threads pool, intervals shortened as in test_reliability."""
-    import os
 
     fake = FakeLLMServer().__enter__()
-    config_text = f"""
-[[providers]]
-name = "onprem"
-kind = "openai"
-tier = "private"
-base_url = "{fake.base_url}"
-models = ["inhouse-model"]
-"""
-    config_path = tmp_path / "owlai.toml"
-    config_path.write_text(config_text)
-    install_config_sync(config=parse_install_config(config_text))
-    feature_default_set(feature="chat", model=LlmModel.objects.get(name="inhouse-model"))
-    db = settings.DATABASES["default"]
+    config_path = scripted_provider(tmp_path, fake.base_url)
     stack = Stack(
         tmp_path,
-        {
-            **os.environ,
-            "DATABASE_URL": f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{django_connection.settings_dict['NAME']}",
-            "SECRET_KEY": settings.SECRET_KEY,
-            "OWLAI_CONFIG": str(config_path),
-            "ALLOWED_HOSTS": "127.0.0.1,localhost",
-            "DB_CONN_MAX_AGE": "0",
-            "OWLAI_DB_ROLE_CHECK": "0",
-            "OWLAI_TURN_HEARTBEAT_SECONDS": "1",
-            "OWLAI_TURN_STALE_SECONDS": "3",
-            "OWLAI_TURN_RECOVERY_SECONDS": "1",
-            "OWLAI_TURN_QUEUE_SECONDS": "4",
-        },
+        process_env(
+            config_path,
+            OWLAI_TURN_HEARTBEAT_SECONDS="1",
+            OWLAI_TURN_STALE_SECONDS="3",
+            OWLAI_TURN_RECOVERY_SECONDS="1",
+            OWLAI_TURN_QUEUE_SECONDS="4",
+        ),
     )
     stack.fake = fake
     try:

@@ -7,16 +7,77 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
 import uuid
 from pathlib import Path
 
-from tests.test_e2e_chat import free_port, wait_for_port
-
 ROOT = Path(__file__).resolve().parent.parent.parent
 BIN = Path(sys.executable).parent
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for_port(port: int, proc: subprocess.Popen, log: Path, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise AssertionError(f"server exited early:\n{log.read_text()}")
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+            return
+        except OSError:
+            time.sleep(0.2)
+    raise AssertionError(f"server did not listen on {port}:\n{log.read_text()}")
+
+
+def scripted_provider(tmp_path: Path, base_url: str, *, tier: str = "private") -> Path:
+    """An install config with one OpenAI-compatible provider (the scripted
+    model on loopback), synced into the test database and made the chat
+    default; returns the config file's path for the processes."""
+    from governance.models import LlmModel
+    from governance.services import feature_default_set, install_config_sync
+    from owlai.install_config import parse_install_config
+
+    config_text = f"""
+[[providers]]
+name = "onprem"
+kind = "openai"
+tier = "{tier}"
+base_url = "{base_url}"
+models = ["inhouse-model"]
+"""
+    config_path = tmp_path / "owlai.toml"
+    config_path.write_text(config_text)
+    install_config_sync(config=parse_install_config(config_text))
+    feature_default_set(feature="chat", model=LlmModel.objects.get(name="inhouse-model"))
+    return config_path
+
+
+def process_env(config_path: Path, *, db_user: str | None = None, **extra: str) -> dict[str, str]:
+    """The environment of web and worker processes connected to the test
+    database (as `db_user`, default the test database's user)."""
+    from django.conf import settings
+    from django.db import connection
+
+    db = settings.DATABASES["default"]
+    name = connection.settings_dict["NAME"]
+    return {
+        **os.environ,
+        "DATABASE_URL": f"postgres://{db_user or db['USER']}@{db['HOST']}:{db['PORT']}/{name}",
+        "SECRET_KEY": settings.SECRET_KEY,
+        "OWLAI_CONFIG": str(config_path),
+        "ALLOWED_HOSTS": "127.0.0.1,localhost",
+        "DB_CONN_MAX_AGE": "0",
+        "OWLAI_DB_ROLE_CHECK": "0",
+        **extra,
+    }
 
 
 class Stack:
