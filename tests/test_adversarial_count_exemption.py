@@ -24,7 +24,7 @@ import pytest
 
 from governance.pii.lineage import classify_outputs
 from tests.support.customer_dbs import CUSTOMER_SCHEMA
-from tests.support.governed import governed_connection
+from tests.support.governed import governed_connection, spell
 
 pytestmark = [pytest.mark.django_db, pytest.mark.services]
 
@@ -34,23 +34,6 @@ PHONE = "010-1234-5678"
 
 def _schema():
     return {table: dict(columns) for table, columns in CUSTOMER_SCHEMA.items()}
-
-
-def _spell(governed, template: str, length: int) -> str:
-    """Run `template` once per character position; each run returns one
-    number, read as a code point."""
-    out = []
-    for k in range(1, length + 1):
-        payload, outcome = governed.run(template.format(k=k))
-        if outcome == "denied":  # refused outright (e.g. the row count would carry the value)
-            out.append("?")
-            continue
-        assert outcome == "success", payload
-        (row,) = payload["rows"]
-        cell = row[0]
-        # a masked cell is a token, not a number: nothing spelled at this position
-        out.append(chr(int(cell)) if isinstance(cell, int) or str(cell).isdigit() else "?")
-    return "".join(out)
 
 
 # --- unit level: lineage says "count only" for counts that are the value -----------
@@ -89,7 +72,7 @@ def test_lineage_masks_a_count_whose_value_is_a_personal_value(sql):
 def test_pg_count_filter_spells_the_name(pg_customer_db, django_user_model):
     # Class: LINEAGE / COUNT EXEMPTION, FILTER (WHERE ...) of the count.
     governed = governed_connection(pg_customer_db, django_user_model)
-    spelled = _spell(
+    spelled = spell(
         governed,
         "SELECT count(*) FILTER (WHERE g <= ascii(substr(c.name, {k}, 1))) "
         "FROM generate_series(1, 200000) g, customers c WHERE c.id = 1",
@@ -101,7 +84,7 @@ def test_pg_count_filter_spells_the_name(pg_customer_db, django_user_model):
 def test_pg_count_over_limited_derived_table_spells_the_phone(pg_customer_db, django_user_model):
     # Class: LINEAGE / COUNT EXEMPTION, LIMIT of a derived table.
     governed = governed_connection(pg_customer_db, django_user_model)
-    spelled = _spell(
+    spelled = spell(
         governed,
         "SELECT count(*) FROM (SELECT 1 FROM generate_series(1, 1000) "
         "LIMIT (SELECT ascii(substr(phone, {k}, 1)) FROM customers WHERE id = 1)) s",
@@ -113,7 +96,7 @@ def test_pg_count_over_limited_derived_table_spells_the_phone(pg_customer_db, dj
 def test_pg_count_over_set_returning_select_list_spells_the_name(pg_customer_db, django_user_model):
     # Class: LINEAGE / COUNT EXEMPTION, set-returning function in a derived table's SELECT list.
     governed = governed_connection(pg_customer_db, django_user_model)
-    spelled = _spell(
+    spelled = spell(
         governed,
         "SELECT count(*) FROM (SELECT generate_series(1, ascii(substr(name, {k}, 1))) FROM customers WHERE id = 1) s",
         len(NAME),
@@ -124,7 +107,7 @@ def test_pg_count_over_set_returning_select_list_spells_the_name(pg_customer_db,
 def test_sqlite_count_case_spells_the_name(sqlite_customer_db, django_user_model):
     # Class: LINEAGE / COUNT EXEMPTION, CASE inside count(); SQLite.
     governed = governed_connection(sqlite_customer_db, django_user_model)
-    spelled = _spell(
+    spelled = spell(
         governed,
         "WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r WHERE n < 60000) "
         "SELECT count(CASE WHEN r.n <= unicode(substr(c.name, {k}, 1)) THEN 1 END) FROM r, customers c "
@@ -137,7 +120,7 @@ def test_sqlite_count_case_spells_the_name(sqlite_customer_db, django_user_model
 def test_mysql_count_distinct_spells_the_phone(mysql_customer_db, django_user_model):
     # Class: LINEAGE / COUNT EXEMPTION, COUNT(DISTINCT expression of the phone); MariaDB.
     governed = governed_connection(mysql_customer_db, django_user_model)
-    spelled = _spell(
+    spelled = spell(
         governed,
         "WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r WHERE n < 200) "
         "SELECT count(DISTINCT CASE WHEN r.n <= ascii(substr(c.phone, {k}, 1)) THEN r.n END) "

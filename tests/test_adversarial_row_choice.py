@@ -23,7 +23,7 @@ import pytest
 
 from governance.pii.lineage import classify_outputs
 from tests.support.customer_dbs import CUSTOMER_SCHEMA
-from tests.support.governed import governed_connection
+from tests.support.governed import governed_connection, spell
 
 pytestmark = [pytest.mark.django_db, pytest.mark.services]
 
@@ -55,24 +55,10 @@ def test_lineage_masks_a_number_chosen_to_equal_a_personal_value(sql):
     assert all(o.pii_kind for o in outputs), outputs
 
 
-def _spell(governed, template: str, length: int, pick=lambda rows: rows[0][0]) -> str:
-    out = []
-    for k in range(1, length + 1):
-        payload, outcome = governed.run(template.format(k=k))
-        if outcome == "denied":  # refused outright (e.g. the row count would carry the value)
-            out.append("?")
-            continue
-        assert outcome == "success", payload
-        cell = pick(payload["rows"])
-        # a masked cell is a token, not a number: nothing spelled at this position
-        out.append(chr(int(cell)) if isinstance(cell, int) or str(cell).isdigit() else "?")
-    return "".join(out)
-
-
 def test_pg_order_by_limit_spells_the_name(pg_customer_db, django_user_model):
     # Class: LINEAGE / ROW CHOICE, outermost ORDER BY + LIMIT.
     governed = governed_connection(pg_customer_db, django_user_model)
-    spelled = _spell(
+    spelled = spell(
         governed,
         "SELECT g FROM generate_series(1, 200000) g, customers c WHERE c.id = 1 "
         "ORDER BY abs(g - ascii(substr(c.name, {k}, 1))) LIMIT 1",
@@ -84,7 +70,7 @@ def test_pg_order_by_limit_spells_the_name(pg_customer_db, django_user_model):
 def test_pg_group_by_predicate_spells_the_phone(pg_customer_db, django_user_model):
     # Class: LINEAGE / ROW CHOICE, outermost GROUP BY a predicate on the phone.
     governed = governed_connection(pg_customer_db, django_user_model)
-    spelled = _spell(
+    spelled = spell(
         governed,
         "SELECT min(g) FROM generate_series(1, 200) g, customers c WHERE c.id = 1 "
         "GROUP BY g < ascii(substr(c.phone, {k}, 1)) ORDER BY 1 DESC LIMIT 1",
@@ -96,7 +82,7 @@ def test_pg_group_by_predicate_spells_the_phone(pg_customer_db, django_user_mode
 def test_sqlite_order_by_limit_spells_the_name(sqlite_customer_db, django_user_model):
     # Class: LINEAGE / ROW CHOICE, ORDER BY + LIMIT; SQLite.
     governed = governed_connection(sqlite_customer_db, django_user_model)
-    spelled = _spell(
+    spelled = spell(
         governed,
         "WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r WHERE n < 60000) "
         "SELECT r.n FROM r, customers c WHERE c.id = 1 ORDER BY abs(r.n - unicode(substr(c.name, {k}, 1))) LIMIT 1",
@@ -108,7 +94,7 @@ def test_sqlite_order_by_limit_spells_the_name(sqlite_customer_db, django_user_m
 def test_mysql_order_by_limit_spells_the_phone(mysql_customer_db, django_user_model):
     # Class: LINEAGE / ROW CHOICE, ORDER BY + LIMIT; MariaDB.
     governed = governed_connection(mysql_customer_db, django_user_model)
-    spelled = _spell(
+    spelled = spell(
         governed,
         "WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r WHERE n < 200) "
         "SELECT r.n FROM r, customers c WHERE c.id = 1 ORDER BY abs(r.n - ascii(substr(c.phone, {k}, 1))) LIMIT 1",

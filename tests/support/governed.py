@@ -99,3 +99,19 @@ def governed_connection(db: CustomerDb, user_model, *, schema: dict | None = Non
     DbGrant.objects.create(role=role, connection=connection, whole_database=True)
     classify(connection, schema or CUSTOMER_SCHEMA)
     return Governed(db, connection, user, conversation_create(owner=user))
+
+
+def spell(governed: Governed, template: str, length: int, pick=lambda rows: rows[0][0]) -> str:
+    """An attacker's loop: run `template` once per character position k and
+    read the number it returns as a code point. A refused call or a masked
+    cell (a token, not a number) spells nothing at that position ("?")."""
+    out = []
+    for k in range(1, length + 1):
+        payload, outcome = governed.run(template.format(k=k))
+        if outcome == "denied":
+            out.append("?")
+            continue
+        assert outcome == "success", payload
+        cell = pick(payload["rows"])
+        out.append(chr(int(cell)) if isinstance(cell, int) or str(cell).isdigit() else "?")
+    return "".join(out)
