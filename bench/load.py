@@ -26,6 +26,7 @@ import argparse
 import asyncio
 import json
 import os
+import signal
 import statistics
 import sys
 import tempfile
@@ -49,8 +50,13 @@ def main() -> None:
     parser.add_argument("--timeout", type=float, default=120.0, help="a turn not finished by then counts as stuck")
     parser.add_argument("--smoke", action="store_true", help="tiny sizes, seconds: proves the bench still runs")
     args = parser.parse_args()
+    # Stopped from outside (a test's timeout, Ctrl-C in a terminal sends
+    # SIGINT, a supervisor SIGTERM): unwind, so the finally blocks stop the
+    # stack's processes and drop the throwaway database.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     if args.smoke:
         args.n, args.turns, args.delay, args.workers, args.concurrency = [4], 1, 0.2, 1, 4
+        args.timeout = 30.0
 
     import psycopg
 
@@ -199,6 +205,22 @@ def measure(port: int, cookie: str, conversations: list, args, admin_url: str, b
     }
 
 
+# A client that hears nothing for this long asks the server for the state.
+IDLE_RESYNC_SECONDS = 5.0
+_DONE = {"completed", "failed", "rejected"}
+
+
+def _finished(frame: dict, last_turn: int) -> tuple[int, str] | None:
+    """(turn id, status) when `frame` shows a turn after `last_turn` ended:
+    its `turn.finished` event, or a `state` frame whose latest turn is done."""
+    if frame.get("type") == "turn.finished" and (frame.get("turn_id") or 0) > last_turn:
+        return frame["turn_id"], frame.get("status")
+    turn = frame.get("turn") if frame.get("type") == "state" else None
+    if isinstance(turn, dict) and (turn.get("turn_id") or 0) > last_turn and turn.get("status") in _DONE:
+        return turn["turn_id"], turn["status"]
+    return None
+
+
 async def _converse_all(port: int, cookie: str, conversations: list, args) -> list[tuple[str | None, float]]:
     results = await asyncio.gather(*(_converse(port, cookie, cid, args) for cid in conversations))
     return [outcome for conversation in results for outcome in conversation]
@@ -224,10 +246,17 @@ async def _converse(port: int, cookie: str, conversation_id, args) -> list[tuple
             try:
                 async with asyncio.timeout(args.timeout):
                     while True:
-                        frame = json.loads(await ws.recv())
-                        if frame.get("type") == "turn.finished" and (frame.get("turn_id") or 0) > last_turn:
-                            last_turn = frame["turn_id"]
-                            outcomes.append((frame.get("status"), time.monotonic() - sent))
+                        try:
+                            frame = json.loads(await asyncio.wait_for(ws.recv(), IDLE_RESYNC_SECONDS))
+                        except TimeoutError:
+                            # Quiet for a while: the last event may have been
+                            # dropped; the database says where the turn is.
+                            await ws.send(json.dumps({"type": "sync"}))
+                            continue
+                        finished = _finished(frame, last_turn)
+                        if finished:
+                            last_turn, status = finished
+                            outcomes.append((status, time.monotonic() - sent))
                             break
             except TimeoutError:
                 outcomes.append((None, args.timeout))
