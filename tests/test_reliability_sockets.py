@@ -55,16 +55,9 @@ def stack(tmp_path, require_postgres_app_db, require_redis, pg_customer_db):
         ),
     )
     try:
-        stack.start_redis()
-        stack.start_web()
-        stack.start_worker()
-        stack.start_beat()
-        yield stack
-    except BaseException:
-        print(stack.logs())
-        raise
+        with stack.running():
+            yield stack
     finally:
-        stack.close()
         fake.__exit__(None, None, None)
 
 

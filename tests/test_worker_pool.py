@@ -44,16 +44,9 @@ def stack(tmp_path, require_postgres_app_db, require_redis):
     )
     stack.fake = fake
     try:
-        stack.start_redis()
-        stack.start_web()
-        stack.start_worker(THREADS, pool="threads")
-        stack.start_beat()
-        yield stack
-    except BaseException:
-        print(stack.logs())
-        raise
+        with stack.running(concurrency=THREADS, pool="threads"):
+            yield stack
     finally:
-        stack.close()
         fake.__exit__(None, None, None)
 
 

@@ -711,6 +711,20 @@ def _is_set_returning(node: exp.Expr) -> bool:
     return bool(_function_names(node) & _PURE_TABLE_FUNCTIONS)
 
 
+def _order_and_distinct_on_keys(select: exp.Expr) -> list[exp.Expr]:
+    """The ORDER BY keys and the DISTINCT ON expression of a SELECT: what
+    chooses which rows it returns, in what order."""
+    keys: list[exp.Expr] = []
+    order = select.args.get("order")
+    if order is not None:
+        keys.extend(order.expressions)
+    distinct = select.args.get("distinct")
+    on = distinct.args.get("on") if isinstance(distinct, exp.Distinct) else None
+    if isinstance(on, exp.Expr):
+        keys.append(on)
+    return keys
+
+
 def _is_count_query(query: exp.Expr) -> bool:
     """A SELECT whose single output is a count (``SELECT count(*) FROM ...``)."""
     if not isinstance(query, exp.Select):
@@ -1490,14 +1504,7 @@ class _Classifier:
         select = scope.expression
         if not isinstance(select, exp.Select):
             return
-        keys: list[exp.Expr] = []
-        order = select.args.get("order")
-        if order is not None:
-            keys.extend(order.expressions)
-        distinct = select.args.get("distinct")
-        on = distinct.args.get("on") if isinstance(distinct, exp.Distinct) else None
-        if isinstance(on, exp.Expr):
-            keys.append(on)
+        keys = _order_and_distinct_on_keys(select)
         if not keys:
             return
         outputs: dict[str, list[exp.Expr]] = {}
@@ -2035,14 +2042,7 @@ class _Classifier:
             return self._memoized(("choice", id(scope)), compute_set)
         if not isinstance(expression, exp.Select):
             return _NOTHING
-        keys: list[exp.Expr] = []
-        order = expression.args.get("order")
-        if order is not None:
-            keys.extend(order.expressions)
-        distinct = expression.args.get("distinct")
-        on = distinct.args.get("on") if isinstance(distinct, exp.Distinct) else None
-        if isinstance(on, exp.Expr):
-            keys.append(on)
+        keys = _order_and_distinct_on_keys(expression)
         group = expression.args.get("group")
         if group is not None:
             keys.extend(group.iter_expressions())

@@ -5,6 +5,7 @@ started here and stopped by its PID (whole process group for the worker)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -195,6 +196,23 @@ class Stack:
 
     def logs(self) -> str:
         return "\n".join(f"--- {p.name}\n{p.read_text()[-4000:]}" for p in sorted(self.tmp.glob("*.log")))
+
+    @contextlib.contextmanager
+    def running(self, *, concurrency: int = 2, pool: str = "prefork"):
+        """Redis, web, one worker and beat for the duration of the block;
+        the processes' logs are printed when the block fails, and every
+        process is stopped after it."""
+        try:
+            self.start_redis()
+            self.start_web()
+            self.start_worker(concurrency, pool=pool)
+            self.start_beat()
+            yield self
+        except BaseException:
+            print(self.logs())
+            raise
+        finally:
+            self.close()
 
     def close(self) -> None:
         for name in ["web", *(n for n in self.procs if n.startswith("worker")), "beat"]:
