@@ -88,17 +88,23 @@ def main() -> None:
 
 
 def run(args, tmp: Path, db_url: str, admin_url: str, bench_db: str) -> None:
-    from tests.support.fake_llm import FakeLLMServer, text
+    import subprocess
 
-    fake = FakeLLMServer().__enter__()
-    fake.delay = args.delay
-    fake.script = [lambda body: text("네, 확인했습니다.")] * (sum(args.n) * args.turns * 2 + 100)
+    # The model runs in its own process: in this one, the clients' event loop
+    # would slow its answers down (one interpreter lock).
+    fake = subprocess.Popen(
+        [sys.executable, "-m", "tests.support.fake_llm", "--delay", str(args.delay), "--text", "네, 확인했습니다."],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    base_url = fake.stdout.readline().strip()
     config_text = f"""
 [[providers]]
 name = "onprem"
 kind = "openai"
 tier = "private"
-base_url = "{fake.base_url}"
+base_url = "{base_url}"
 models = ["inhouse-model"]
 """
     config_path = tmp / "owlai.toml"
@@ -126,7 +132,11 @@ models = ["inhouse-model"]
     web.force_login(user)
     cookie = web.cookies["sessionid"].value
 
-    stack = Stack(tmp, {**os.environ, "DATABASE_URL": db_url, "LOG_LEVEL": "WARNING"})
+    # The per-socket turn-start limit (a few per minute) is for people; each
+    # client here starts its turns back to back, and the bench measures the
+    # platform, not that limit.
+    limits = {"OWLAI_WS_TURN_STARTS_PER_MINUTE": "600", "OWLAI_WS_TURN_START_BURST": str(args.turns)}
+    stack = Stack(tmp, {**os.environ, "DATABASE_URL": db_url, "LOG_LEVEL": "WARNING", **limits})
     try:
         stack.start_redis()
         stack.start_web()
@@ -137,20 +147,27 @@ models = ["inhouse-model"]
         results = []
         for n in args.n:
             conversations = [conversation_create(owner=user).pk for _ in range(n)]
-            results.append(measure(stack.port, cookie, conversations, args, admin_url, bench_db))
+            pids = {name: proc.pid for name, proc in stack.procs.items()} | {"model": fake.pid}
+            results.append(measure(stack.port, cookie, conversations, args, admin_url, bench_db, pids))
     except BaseException:
         print(stack.logs(), file=sys.stderr)
         raise
     finally:
         stack.close()
-        fake.__exit__(None, None, None)
+        fake.terminate()
+        fake.wait(10)
 
     setup = f"{args.pool} pool, {args.workers} worker(s) x {args.concurrency}, model {args.delay:g}s"
     for r in results:
         print(
             f"N={r['n']}: {r['finished']}/{r['expected']} turns finished ({r['completed']} completed), "
             f"{r['rate']:.1f} turns/s, overhead p50 {r['p50']:.0f} ms, p95 {r['p95']:.0f} ms, p99 {r['p99']:.0f} ms, "
-            f"peak DB connections {r['peak_db']} [{setup}]"
+            f"(waiting for a worker p50 {r['queue_p50']:.0f} / p95 {r['queue_p95']:.0f} ms, "
+            f"worker time less the model p50 {r['work_p50']:.0f} / p95 {r['work_p95']:.0f} ms), "
+            f"CPU per turn: web {r['cpu_web_ms']:.0f} ms, workers {r['cpu_workers_ms']:.0f} ms, "
+            f"model/redis/beat {r['cpu_other_ms']:.0f} ms, "
+            f"peak DB connections {r['peak_db']}"
+            f"{', refused: ' + ', '.join(r['errors']) if r['errors'] else ''} [{setup}]"
         )
     print(
         "headline: "
@@ -163,7 +180,15 @@ models = ["inhouse-model"]
     )
 
 
-def measure(port: int, cookie: str, conversations: list, args, admin_url: str, bench_db: str) -> dict:
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time a process has used so far (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def measure(
+    port: int, cookie: str, conversations: list, args, admin_url: str, bench_db: str, pids: dict[str, int]
+) -> dict:
     peak = [0]
     stop = threading.Event()
 
@@ -179,6 +204,7 @@ def measure(port: int, cookie: str, conversations: list, args, admin_url: str, b
 
     watcher = threading.Thread(target=watch_connections, daemon=True)
     watcher.start()
+    cpu_before = {name: cpu_seconds(pid) for name, pid in pids.items()}
     started = time.monotonic()
     try:
         outcomes = asyncio.run(_converse_all(port, cookie, conversations, args))
@@ -186,13 +212,25 @@ def measure(port: int, cookie: str, conversations: list, args, admin_url: str, b
         stop.set()
         watcher.join()
     wall = time.monotonic() - started
-    latencies = [latency for status, latency in outcomes if status is not None]
+    # CPU per turn holds on a busy machine, where latencies do not: it says
+    # what a turn costs each process, whatever else competes for the cores.
+    cpu = {name: cpu_seconds(pid) - cpu_before[name] for name, pid in pids.items()}
+    latencies = [latency for status, latency in outcomes if status is not None and not status.startswith("error:")]
+    errors = sorted({status for status, _ in outcomes if status and status.startswith("error:")})
     overheads = sorted(max(0.0, latency - args.delay) * 1000 for latency in latencies) or [float("nan")]
 
     def pct(p: float) -> float:
         return overheads[min(len(overheads) - 1, int(round(p / 100 * (len(overheads) - 1))))]
 
+    phases = _phases(conversations, args.delay)
+    turns = max(1, len(latencies))
+    web = sum(v for k, v in cpu.items() if k.startswith("web"))
+    workers = sum(v for k, v in cpu.items() if k.startswith("worker"))
     return {
+        **phases,
+        "cpu_web_ms": web / turns * 1000,
+        "cpu_workers_ms": workers / turns * 1000,
+        "cpu_other_ms": (sum(cpu.values()) - web - workers) / turns * 1000,
         "n": len(conversations),
         "expected": len(conversations) * args.turns,
         "finished": len(latencies),
@@ -202,6 +240,34 @@ def measure(port: int, cookie: str, conversations: list, args, admin_url: str, b
         "p95": pct(95),
         "p99": pct(99),
         "peak_db": peak[0],
+        "errors": errors,
+    }
+
+
+def _phases(conversations: list, delay: float) -> dict:
+    """Where the overhead went, from the turns' own timestamps: waiting for a
+    worker (created -> claimed) and the worker's own time less the model's
+    (claimed -> finished - delay); the rest of a client's latency is the web
+    server and the socket."""
+    from chat.models import Turn
+
+    queued, worked = [], []
+    for created, started, finished in Turn.objects.filter(conversation_id__in=conversations).values_list(
+        "created_at", "started_at", "finished_at"
+    ):
+        if started and finished:
+            queued.append((started - created).total_seconds() * 1000)
+            worked.append(max(0.0, (finished - started).total_seconds() - delay) * 1000)
+
+    def p(values: list[float], q: float) -> float:
+        values = sorted(values) or [float("nan")]
+        return values[min(len(values) - 1, int(round(q / 100 * (len(values) - 1))))]
+
+    return {
+        "queue_p50": p(queued, 50),
+        "queue_p95": p(queued, 95),
+        "work_p50": p(worked, 50),
+        "work_p95": p(worked, 95),
     }
 
 
@@ -212,7 +278,11 @@ _DONE = {"completed", "failed", "rejected"}
 
 def _finished(frame: dict, last_turn: int) -> tuple[int, str] | None:
     """(turn id, status) when `frame` shows a turn after `last_turn` ended:
-    its `turn.finished` event, or a `state` frame whose latest turn is done."""
+    its `turn.finished` event, or a `state` frame whose latest turn is done.
+    An `error` frame answers the `turn.start` itself (refused, rate limited):
+    that turn never started, and counts as not finished."""
+    if frame.get("type") == "error":
+        return last_turn, f"error:{frame.get('code')}"
     if frame.get("type") == "turn.finished" and (frame.get("turn_id") or 0) > last_turn:
         return frame["turn_id"], frame.get("status")
     turn = frame.get("turn") if frame.get("type") == "state" else None

@@ -29,6 +29,7 @@ Every failure is a `ModelError` with a user-readable, translated message.
 from __future__ import annotations
 
 import email.utils
+import functools
 import json
 import os
 import random
@@ -242,9 +243,7 @@ class OpenAICompatibleClient:
         self._openai = openai
         self._httpx = httpx
         self._limits = limits or ModelLimits.from_settings()
-        # Retries are ours (only where safe, within the total deadline). Local
-        # servers usually ignore the key, but the library requires one.
-        self._client = openai.OpenAI(base_url=base_url, api_key=api_key or "unused", max_retries=0)
+        self._client = _shared_openai(base_url, api_key or "unused")
         self._model = model
 
     def complete(self, *, messages: list[dict], tools: list[dict], on_delta: Callable[[str], None]) -> AssistantReply:
@@ -464,6 +463,31 @@ class OpenAICompatibleClient:
             yield buffer.decode("utf-8", errors="replace")
         # End of body: an empty line dispatches a pending event.
         yield ""
+
+
+def warm_up() -> None:
+    """Import what a model call needs, ahead of the first turn. The library
+    loads lazily, and its first use imports several hundred modules (pydantic
+    models for every API it knows): a worker's first turn paid about a second
+    of CPU for it, in the middle of a user's wait."""
+    import httpx  # noqa: F401
+    import openai
+
+    openai.OpenAI(base_url="http://127.0.0.1:9/v1", api_key="unused", max_retries=0).chat.completions  # noqa: B018
+
+
+@functools.lru_cache(maxsize=64)
+def _shared_openai(base_url: str, api_key: str):
+    """One library client per (server, key) per process, shared by the
+    worker's threads (httpx clients are thread-safe): building one loads the
+    CA store into a new SSL context, which cost about half of a worker's CPU
+    per turn, and a shared client keeps its connections to the model server
+    alive between turns. A rotated key is a new entry. Retries are ours (only
+    where safe, within the total deadline). Local servers usually ignore the
+    key, but the library requires one."""
+    import openai
+
+    return openai.OpenAI(base_url=base_url, api_key=api_key, max_retries=0)
 
 
 def client_for(*, provider_kind: str, base_url: str, api_key_env: str, model_name: str) -> ModelClient:

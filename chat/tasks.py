@@ -63,4 +63,6 @@ async def enqueue_turn(turn_id: int) -> None:
         _in_process.add(task)
         task.add_done_callback(_in_process.discard)
     else:
-        await sync_to_async(run_turn.delay)(turn_id)
+        # Not on the process's single thread-sensitive thread: a broker
+        # round trip per turn start would queue every socket behind it.
+        await sync_to_async(run_turn.delay, thread_sensitive=False)(turn_id)

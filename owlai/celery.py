@@ -4,11 +4,32 @@ too-short retention stops the worker exactly as it stops the web process."""
 import os
 
 from celery import Celery
+from celery.backends.base import DisabledBackend
 from celery.signals import worker_init, worker_ready
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "owlai.settings")
 
-app = Celery("owlai")
+
+class _Celery(Celery):
+    @property
+    def backend(self):
+        """Results are never stored (CELERY_TASK_IGNORE_RESULT, and every task
+        ignores its result), so the backend is Celery's stateless disabled one
+        and one per process serves every thread. Celery builds one per thread,
+        and building one scans every installed package's entry points (tens of
+        milliseconds): with the threads pool that was paid again by each of its
+        threads, and was 40% of a worker's CPU in bench/load.py. A configured
+        result backend keeps Celery's own per-thread instances."""
+        shared = self.__dict__.get("_owlai_disabled_backend")
+        if shared is not None:
+            return shared
+        backend = super().backend
+        if isinstance(backend, DisabledBackend):
+            self.__dict__["_owlai_disabled_backend"] = backend
+        return backend
+
+
+app = _Celery("owlai")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
 
@@ -47,3 +68,11 @@ def _log_startup_warnings(**kwargs) -> None:
     from governance.exposure import log_startup_warnings
 
     log_startup_warnings()
+
+
+@worker_init.connect
+def _warm_up_model_client(**kwargs) -> None:
+    # Before the pool starts: prefork children inherit the imported modules.
+    from chat.llm import warm_up
+
+    warm_up()

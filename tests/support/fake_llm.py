@@ -344,3 +344,51 @@ class FakeLLMServer:
 
     def all_request_text(self) -> str:
         return "\n".join(json.dumps(r, ensure_ascii=False) for r in self.requests)
+
+
+def main() -> None:
+    """A standalone model server: `python -m tests.support.fake_llm --delay 1
+    --text '...'` answers every call with that text after the delay, prints
+    its base URL on the first line and serves until stopped. bench/load.py
+    runs it in its own process, so the bench's websocket clients do not slow
+    the model's answers down through their own process's interpreter lock."""
+    import argparse
+    import signal
+    import sys
+
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--delay", type=float, default=0.0)
+    parser.add_argument("--text", default="OK")
+    args = parser.parse_args()
+
+    class Endless(list):
+        def pop(self, index: int = -1):
+            return Reply(content=args.text)
+
+        def __bool__(self) -> bool:
+            return True
+
+    server = FakeLLMServer()
+    server.script = Endless()
+    server.delay = args.delay
+    server.requests = _Discard()
+    stopped = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stopped.set())
+    with server:
+        print(server.base_url, flush=True)
+        try:
+            stopped.wait()
+        except KeyboardInterrupt:
+            pass
+    sys.exit(0)
+
+
+class _Discard(list):
+    """A request log that keeps nothing (a long bench would fill memory)."""
+
+    def append(self, item) -> None:
+        pass
+
+
+if __name__ == "__main__":
+    main()
