@@ -47,6 +47,7 @@ def main() -> None:
     parser.add_argument("--pool", default="threads", choices=["threads", "prefork", "solo"])
     parser.add_argument("--workers", type=int, default=2, help="worker processes")
     parser.add_argument("--concurrency", type=int, default=32, help="threads (or children) per worker")
+    parser.add_argument("--db-pool", type=int, default=0, help="OWLAI_DB_POOL_SIZE for web and workers (0: off)")
     parser.add_argument("--timeout", type=float, default=120.0, help="a turn not finished by then counts as stuck")
     parser.add_argument("--smoke", action="store_true", help="tiny sizes, seconds: proves the bench still runs")
     args = parser.parse_args()
@@ -136,6 +137,7 @@ models = ["inhouse-model"]
     # client here starts its turns back to back, and the bench measures the
     # platform, not that limit.
     limits = {"OWLAI_WS_TURN_STARTS_PER_MINUTE": "600", "OWLAI_WS_TURN_START_BURST": str(args.turns)}
+    limits["OWLAI_DB_POOL_SIZE"] = str(args.db_pool)
     stack = Stack(tmp, {**os.environ, "DATABASE_URL": db_url, "LOG_LEVEL": "WARNING", **limits})
     try:
         stack.start_redis()
@@ -158,6 +160,8 @@ models = ["inhouse-model"]
         fake.wait(10)
 
     setup = f"{args.pool} pool, {args.workers} worker(s) x {args.concurrency}, model {args.delay:g}s"
+    if args.db_pool:
+        setup += f", DB pool {args.db_pool}"
     for r in results:
         print(
             f"N={r['n']}: {r['finished']}/{r['expected']} turns finished ({r['completed']} completed), "

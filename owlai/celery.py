@@ -61,6 +61,11 @@ def _worker_db_connections() -> None:
     for alias in connections:
         connections.settings[alias]["CONN_MAX_AGE"] = settings.OWLAI_WORKER_DB_CONN_MAX_AGE
     connections.close_all()
+    # The start-up checks above opened the pool (OWLAI_DB_POOL_SIZE) in this
+    # process; prefork children must not inherit its sockets and threads.
+    for connection in connections.all(initialized_only=True):
+        if getattr(connection, "pool", None) is not None:
+            connection.close_pool()
 
 
 @worker_ready.connect

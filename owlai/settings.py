@@ -108,6 +108,22 @@ else:
     OWLAI_PREPARED_STATEMENTS = env.bool("OWLAI_PREPARED_STATEMENTS", default=True)
     if OWLAI_PREPARED_STATEMENTS:
         DATABASES["default"].setdefault("OPTIONS", {})["prepare_threshold"] = 2**31 - 1
+    # A connection pool per process (psycopg_pool, through Django): a thread
+    # borrows a connection for its database work and gives it back instead of
+    # opening one per task or request (a new PostgreSQL backend each time) or
+    # keeping one per idle thread. Every session setting on the app database
+    # is SET LOCAL, so nothing outlives the transaction that set it.
+    OWLAI_DB_POOL_SIZE = env.int("OWLAI_DB_POOL_SIZE", default=0)
+    if OWLAI_DB_POOL_SIZE < 0:
+        raise ImproperlyConfigured("OWLAI_DB_POOL_SIZE must be 0 (off) or a number of connections")
+    if OWLAI_DB_POOL_SIZE:
+        DATABASES["default"]["CONN_MAX_AGE"] = 0  # the pool keeps them; Django refuses both
+        DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
+            "min_size": 1,
+            "max_size": OWLAI_DB_POOL_SIZE,
+            "timeout": env.float("OWLAI_DB_POOL_TIMEOUT", default=10.0),
+            "max_idle": 60,
+        }
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
@@ -332,3 +348,5 @@ OWLAI_MODEL_WAIT_RELEASES_DB = env.bool("OWLAI_MODEL_WAIT_RELEASES_DB", default=
 # CONN_MAX_AGE inside workers (the web process keeps DB_CONN_MAX_AGE): 0 closes
 # a thread's connection when its task ends, so idle pool threads hold none.
 OWLAI_WORKER_DB_CONN_MAX_AGE = env.int("OWLAI_WORKER_DB_CONN_MAX_AGE", default=0)
+if OWLAI_WORKER_DB_CONN_MAX_AGE and "pool" in DATABASES["default"].get("OPTIONS", {}):
+    raise ImproperlyConfigured("OWLAI_WORKER_DB_CONN_MAX_AGE must be 0 with OWLAI_DB_POOL_SIZE (the pool keeps them)")

@@ -48,6 +48,16 @@ class Model:
 
 @pytest.fixture
 def stack(tmp_path, require_postgres_app_db, require_redis, pg_customer_db):
+    yield from _stack(tmp_path, pg_customer_db)
+
+
+@pytest.fixture(params=["prefork", "threads"])
+def pooled_stack(request, tmp_path, require_postgres_app_db, require_redis, pg_customer_db):
+    # Fewer pooled connections than worker slots: threads borrow and return.
+    yield from _stack(tmp_path, pg_customer_db, pool=request.param, concurrency=4, OWLAI_DB_POOL_SIZE="2")
+
+
+def _stack(tmp_path, pg_customer_db, *, pool: str = "prefork", concurrency: int = 2, **env):
     model = Model()
     fake = FakeLLMServer().__enter__()
     fake.script = [model] * 1000
@@ -63,12 +73,13 @@ def stack(tmp_path, require_postgres_app_db, require_redis, pg_customer_db):
             OWLAI_TURN_STALE_SECONDS="3",
             OWLAI_TURN_RECOVERY_SECONDS="1",
             OWLAI_TURN_QUEUE_SECONDS="4",
+            **env,
         ),
     )
     stack.model = model
     stack.fake = fake
     try:
-        with stack.running():
+        with stack.running(pool=pool, concurrency=concurrency):
             yield stack
     finally:
         fake.__exit__(None, None, None)
@@ -109,6 +120,19 @@ def test_every_turn_of_parallel_conversations_reaches_its_client(stack, django_u
     assert stack.model.tool_calls == ToolCallAudit.objects.count() == tool_finished == 20
     assert TurnEvent.objects.filter(type="tool.finished").count() == 20
     print(f"20 turns in {time.monotonic() - started:.1f}s, syncs {sum(c.syncs for c in clients)}")
+
+
+def test_turns_run_on_a_connection_pool_in_web_and_workers(pooled_stack, django_user_model):
+    """OWLAI_DB_POOL_SIZE: each process borrows from its own pool (prefork
+    children do not share the parent's), fewer connections than worker slots."""
+    staff = staff_with_grant(django_user_model)
+    clients = clients_for(pooled_stack, staff, 6)
+    results = run_parallel(clients, turns=2, timeout=45)
+    turns = [turn for conversation in results for turn in conversation]
+    assert len(turns) == 12
+    assert all(t[-1]["type"] == "turn.finished" and t[-1]["status"] == "completed" for t in turns)
+    assert pooled_stack.model.tool_calls == ToolCallAudit.objects.count() == 12
+    assert "PoolTimeout" not in pooled_stack.logs()
 
 
 def test_a_killed_worker_fails_its_turn_visibly_and_the_conversation_goes_on(stack, django_user_model):
