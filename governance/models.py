@@ -6,7 +6,7 @@ import re
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
-from django.core.validators import RegexValidator
+from django.core.validators import RegexValidator, URLValidator
 from django.db import models
 from django.utils.translation import gettext_lazy as _
 
@@ -277,8 +277,12 @@ class Connector(models.Model):
     name = models.CharField(_("name"), max_length=CONNECTOR_NAME_MAX, unique=True, validators=[validate_connector_name])
     business_summary = models.TextField(_("business summary"), blank=True)
     transport = models.CharField(_("transport"), max_length=20, choices=ConnectorTransport.choices)
-    url = models.URLField(
-        _("URL"), max_length=500, blank=True, help_text=_("Streamable HTTP endpoint, e.g. https://crm.internal/mcp.")
+    url = models.CharField(
+        _("URL"),
+        max_length=500,
+        blank=True,
+        validators=[URLValidator(schemes=["http", "https"])],
+        help_text=_("Streamable HTTP endpoint, e.g. https://crm.internal/mcp."),
     )
     command = models.CharField(
         _("command"),

@@ -24,14 +24,15 @@ async def list_tools(ctx, params) -> types.ListToolsResult:
     definition = _definition()
     return types.ListToolsResult(
         tools=[
-            types.Tool(
-                name="send_mail", description=definition["description"], input_schema=definition["input_schema"]
-            )
+            types.Tool(name="send_mail", description=definition["description"], input_schema=definition["input_schema"])
         ]
     )
 
 
 async def call_tool(ctx, params) -> types.CallToolResult:
+    if ARGS.state:  # every call that reached the server, for the tests to count
+        with open(ARGS.state + ".calls", "a", encoding="utf-8") as log:
+            log.write(params.name + "\n")
     return types.CallToolResult(content=[types.TextContent(type="text", text="mail sent")])
 
 

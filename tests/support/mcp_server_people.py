@@ -4,6 +4,8 @@ argument, so a test can see exactly what reached the server."""
 
 from __future__ import annotations
 
+import os
+
 import mcp_types as types
 from mcp.server.mcpserver import MCPServer
 from pydantic import BaseModel
@@ -38,6 +40,11 @@ def customer_note(name: str) -> str:
 def customer_card(name: str) -> types.CallToolResult:
     card = types.TextResourceContents(uri=f"crm://customers/{name}", mime_type="text/plain", text=f"{name} {PHONE}")
     return types.CallToolResult(content=[types.EmbeddedResource(type="resource", resource=card)])
+
+
+@server.tool(description="The server's process id (shows whether a session was reused).")
+def whoami() -> str:
+    return str(os.getpid())
 
 
 @server.tool(description="Return the text it was given.")
