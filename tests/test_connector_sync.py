@@ -305,3 +305,27 @@ def test_the_hash_pins_name_description_and_schema_only():
     for other in (ToolDefinition("u", "d", one.input_schema), ToolDefinition("t", "e", one.input_schema)):
         assert other.hash != one.hash
     assert definition_hash(name="t", description="d", input_schema={}) != one.hash
+
+
+def test_secrets_come_from_named_variables_and_never_show(install, monkeypatch):
+    connector = Connector.objects.create(
+        name="crm",
+        transport="streamable_http",
+        url="http://127.0.0.1:9/mcp",
+        secret_headers={"Authorization": "OWLAI_CONNECTOR_CRM_TOKEN"},
+    )
+    with pytest.raises(ConnectorError, match="OWLAI_CONNECTOR_CRM_TOKEN is not set"):
+        connector_target(connector=connector)
+    monkeypatch.setenv("OWLAI_CONNECTOR_CRM_TOKEN", "Bearer s3cret-value")
+    target = connector_target(connector=connector)
+    assert target.headers == {"Authorization": "Bearer s3cret-value"}
+    assert "s3cret" not in repr(target)
+    # A variable outside the connector prefix is refused even if stored behind the admin's back.
+    Connector.objects.filter(pk=connector.pk).update(secret_headers={"Authorization": "SECRET_KEY"})
+    connector.refresh_from_db()
+    with pytest.raises(ConnectorError, match="OWLAI_CONNECTOR_"):
+        connector_target(connector=connector)
+    # A stdio connector whose command left the install config is refused.
+    gone = Connector.objects.create(name="gone", transport="stdio", command="removed")
+    with pytest.raises(ConnectorError, match="install config"):
+        connector_target(connector=gone)
