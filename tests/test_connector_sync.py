@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from django.urls import reverse
+from django.utils import translation
 
 from audit.models import AuditEvent
 from governance.connectors.client import ConnectorError, ConnectorSessions, DefinitionMismatch
@@ -278,7 +279,8 @@ def test_the_beat_job_syncs_every_connector(settings, install):
     assert entry["task"] == sync_connector_tools.name == "governance.sync_connector_tools"
     stdio_connector("crm", "people")
     Connector.objects.create(name="broken", transport="stdio", command="no-such-command")
-    sync_connector_tools.delay()  # eager in tests: runs here
+    with translation.override("en"):
+        sync_connector_tools.delay()  # eager in tests: runs here
     (event,) = events("connector_tools_changed")
     assert event.details["trigger"] == "job" and event.details["connector"] == "crm"
     assert "install config" in Connector.objects.get(name="broken").last_sync_error
@@ -307,6 +309,7 @@ def test_the_hash_pins_name_description_and_schema_only():
     assert definition_hash(name="t", description="d", input_schema={}) != one.hash
 
 
+@translation.override("en")
 def test_secrets_come_from_named_variables_and_never_show(install, monkeypatch):
     connector = Connector.objects.create(
         name="crm",
