@@ -140,6 +140,14 @@ class EventKind(models.TextChoices):
     PII_REVEAL = "pii_reveal", _("Personal data revealed")
     PII_REVEAL_REFUSED = "pii_reveal_refused", _("Personal data reveal refused")
     CSV_EXPORT = "csv_export", _("CSV export")
+    # A connector's server listed other tools than before (added / removed),
+    # with what triggered the sync: the tools the AI may use changed without
+    # any role being edited.
+    CONNECTOR_TOOLS_CHANGED = "connector_tools_changed", _("Connector tool list changed")
+    # A tool's pinned definition (name, description, input schema) differs on
+    # the server: the tool is off until an admin approves the new definition.
+    CONNECTOR_DEFINITION_CHANGED = "connector_definition_changed", _("Connector tool definition changed")
+    CONNECTOR_DEFINITION_APPROVED = "connector_definition_approved", _("Connector tool definition approved")
 
 
 class AuditEvent(models.Model):

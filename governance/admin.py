@@ -9,6 +9,7 @@ import os
 from datetime import timedelta
 
 from django import forms
+from django.conf import settings
 from django.contrib import admin, messages
 from django.db.models import OuterRef, Subquery, Sum
 from django.utils import timezone
@@ -24,6 +25,10 @@ from governance.exposure import (
 from governance.grant_diff import EMPTY
 from governance.models import (
     ColumnClassification,
+    Connector,
+    ConnectorTool,
+    ConnectorToolPolicy,
+    ConnectorToolState,
     DbConnection,
     DbGrant,
     Document,
@@ -313,6 +318,153 @@ class DocumentAdmin(admin.ModelAdmin):
     search_fields = ("title",)
 
 
+class ConnectorForm(forms.ModelForm):
+    class Meta:
+        model = Connector
+        fields = (
+            "name",
+            "business_summary",
+            "exposure",
+            "transport",
+            "url",
+            "command",
+            "secret_headers",
+            "timeout_seconds",
+        )
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        # The admin picks a command the install config allows; it never types one.
+        names = [spec.name for spec in settings.OWLAI_INSTALL.connector_commands]
+        if "command" in self.fields:
+            self.fields["command"].widget = forms.Select(choices=[("", "—")] + [(n, n) for n in names])
+
+    def clean(self):
+        cleaned = super().clean()
+        _refuse_closing(self)
+        return cleaned
+
+
+class ConnectorToolInline(admin.TabularInline):
+    model = ConnectorTool
+    fields = ("name", "state", "policy", "definition_hash")
+    readonly_fields = fields
+    extra = 0
+    can_delete = False
+    show_change_link = True
+
+    def has_add_permission(self, request, obj=None) -> bool:
+        return False
+
+
+@admin.register(Connector)
+class ConnectorAdmin(ExposureAdminMixin, admin.ModelAdmin):
+    """Connectors (MCP servers). Tools come from the server (*Sync tools*, and
+    a scheduled job); their policy and definition review are per tool."""
+
+    form = ConnectorForm
+    list_display = ("name", "transport", "exposure", "timeout_seconds", "last_synced_at", "last_sync_error")
+    list_filter = ("transport", "exposure")
+    search_fields = ("name", "business_summary")
+    readonly_fields = ("last_synced_at", "last_sync_error")
+    inlines = [ConnectorToolInline]
+    actions = ["sync_tools"]
+
+    @admin.action(description=_("Sync tools (fetch the tool list from the server)"))
+    def sync_tools(self, request, queryset) -> None:
+        from governance.connectors.client import ConnectorError
+        from governance.connectors.services import connector_tools_sync
+
+        for connector in queryset:
+            try:
+                result = connector_tools_sync(connector=connector, actor=request.user, request=request)
+            except ConnectorError as error:
+                self.message_user(request, f"{connector.name}: {error}", level=messages.ERROR)
+                continue
+            self.message_user(
+                request,
+                _("%(name)s: %(added)d added, %(removed)d removed, %(changed)d changed (awaiting review).")
+                % {
+                    "name": connector.name,
+                    "added": len(result.added),
+                    "removed": len(result.removed),
+                    "changed": len(result.changed),
+                },
+                level=messages.WARNING if result.changed else messages.INFO,
+            )
+
+
+class ConnectorToolForm(forms.ModelForm):
+    class Meta:
+        model = ConnectorTool
+        fields = ("policy",)
+
+
+@admin.register(ConnectorTool)
+class ConnectorToolAdmin(admin.ModelAdmin):
+    """A tool's policy (allow / require approval / block) and the review of a
+    changed definition. Everything else comes from the server."""
+
+    form = ConnectorToolForm
+    list_display = ("name", "connector", "state", "policy", "first_seen_at", "changed_at")
+    list_filter = ("state", "policy", "connector")
+    search_fields = ("name", "description")
+    readonly_fields = (
+        "connector",
+        "name",
+        "slug",
+        "state",
+        "description",
+        "input_schema",
+        "definition_hash",
+        "pending_description",
+        "pending_input_schema",
+        "pending_hash",
+        "first_seen_at",
+        "changed_at",
+    )
+    actions = ["approve_definition", "set_allow", "set_require_approval", "set_block"]
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False
+
+    def save_model(self, request, obj, form, change) -> None:
+        from governance.connectors.services import connector_tool_set_policy
+
+        connector_tool_set_policy(tool=obj, policy=form.cleaned_data["policy"], actor=request.user, request=request)
+
+    @admin.action(description=_("Approve the changed definition"))
+    def approve_definition(self, request, queryset) -> None:
+        from governance.connectors.services import connector_tool_definition_approve
+
+        for tool in queryset.filter(state=ConnectorToolState.CHANGED):
+            try:
+                connector_tool_definition_approve(tool=tool, actor=request.user, request=request)
+            except GovernanceError as refused:
+                self.message_user(request, str(refused), level=messages.ERROR)
+
+    def _set_policy(self, request, queryset, policy: str) -> None:
+        from governance.connectors.services import connector_tool_set_policy
+
+        for tool in queryset:
+            connector_tool_set_policy(tool=tool, policy=policy, actor=request.user, request=request)
+
+    @admin.action(description=_("Policy: allow"))
+    def set_allow(self, request, queryset) -> None:
+        self._set_policy(request, queryset, ConnectorToolPolicy.ALLOW)
+
+    @admin.action(description=_("Policy: require approval"))
+    def set_require_approval(self, request, queryset) -> None:
+        self._set_policy(request, queryset, ConnectorToolPolicy.REQUIRE_APPROVAL)
+
+    @admin.action(description=_("Policy: block"))
+    def set_block(self, request, queryset) -> None:
+        self._set_policy(request, queryset, ConnectorToolPolicy.BLOCK)
+
+
 class ClassificationForm(forms.ModelForm):
     class Meta:
         model = ColumnClassification
@@ -385,8 +537,8 @@ class RoleAdmin(admin.ModelAdmin):
 
     list_display = ("name", "description")
     search_fields = ("name",)
-    filter_horizontal = ("users", "document_collections")
-    fields = ("name", "description", "users", "document_collections", "can_view_raw_pii")
+    filter_horizontal = ("users", "document_collections", "connectors")
+    fields = ("name", "description", "users", "document_collections", "connectors", "can_view_raw_pii")
     inlines = [DbGrantInline]
 
     def save_model(self, request, obj, form, change) -> None:

@@ -13,11 +13,11 @@ import logging
 from django.db import transaction
 from django.utils.translation import gettext as _
 
-from governance.models import DbConnection, DocumentCollection, Exposure, Provider, Tier
+from governance.models import Connector, DbConnection, DocumentCollection, Exposure, Provider, Tier
 
 logger = logging.getLogger(__name__)
 
-Resource = DbConnection | DocumentCollection
+Resource = DbConnection | DocumentCollection | Connector
 
 
 class ExposureError(Exception):

@@ -1,7 +1,7 @@
 """What a change to a role's grants opened and closed (pure).
 
 A grant is a set of atoms: a whole database, one table of a database, one
-document collection. Opened = atoms after minus before; closed = before minus
+document collection, one connector (allowed as a whole). Opened = atoms after minus before; closed = before minus
 after. Moving a grant from "whole database" to chosen tables therefore reads
 as: closed the whole database, opened those tables.
 """
@@ -19,6 +19,7 @@ class RoleGrants:
     collections: frozenset[str]
     members: frozenset[str]
     reveal_pii: bool = False  # members may reveal masked personal data
+    connectors: frozenset[str] = frozenset()
 
 
 def _atoms(grants: RoleGrants) -> set[tuple[str, str, str]]:
@@ -28,6 +29,8 @@ def _atoms(grants: RoleGrants) -> set[tuple[str, str, str]]:
             atoms.add(("db", connection, table))
     for collection in grants.collections:
         atoms.add(("collection", collection, ""))
+    for connector in grants.connectors:
+        atoms.add(("connector", connector, ""))
     if grants.reveal_pii:
         atoms.add(("permission", "reveal_personal_data", ""))
     return atoms
@@ -37,6 +40,8 @@ def _describe(atom: tuple[str, str, str]) -> dict:
     kind, resource, table = atom
     if kind == "collection":
         return {"kind": "document_collection", "resource": resource}
+    if kind == "connector":
+        return {"kind": "connector", "resource": resource}
     if kind == "permission":
         return {"kind": "permission", "resource": resource}
     if table == WHOLE:

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import re
+
 from django.conf import settings
 from django.core.exceptions import ValidationError
+from django.core.validators import RegexValidator, URLValidator
 from django.db import models
 from django.utils.translation import gettext_lazy as _
 
@@ -217,6 +220,179 @@ class Document(models.Model):
         return self.title
 
 
+# Connector names become the prefix of the tool names the model sees
+# (`<connector>__<tool>`), which providers limit to [A-Za-z0-9_-]{1,64}.
+CONNECTOR_NAME_MAX = 30
+CONNECTOR_SECRET_ENV_PREFIX = "OWLAI_CONNECTOR_"
+validate_connector_name = RegexValidator(
+    r"^[a-z0-9]+(?:[-_][a-z0-9]+)*$",
+    _("Lowercase letters and digits, words joined by a single '-' or '_' (the name prefixes its tools' names)."),
+)
+HEADER_NAME = re.compile(r"^[A-Za-z0-9-]{1,64}$")
+# Headers the transport sets itself, or that would change where or how a
+# request goes: never taken from a connector's settings.
+RESERVED_HEADERS = frozenset(
+    {"host", "content-length", "content-type", "accept", "connection", "transfer-encoding", "cookie", "upgrade"}
+)
+
+
+def validate_secret_headers(value: object) -> None:
+    """{"Header-Name": "ENV_VAR_NAME"}: a header's value is read from the named
+    environment variable when the connector is called; the value itself is
+    never stored. Only OWLAI_CONNECTOR_* variables: a URL typed in the admin
+    must not be able to receive the server's own secrets (SECRET_KEY, DSNs)."""
+    from owlai.install_config import is_env_name
+
+    if not isinstance(value, dict):
+        raise ValidationError(
+            _(
+                "Give a mapping of header names to environment variable names, "
+                'e.g. {"Authorization": "OWLAI_CONNECTOR_CRM_TOKEN"}.'
+            )
+        )
+    for header, env_name in value.items():
+        if (
+            not isinstance(header, str)
+            or not HEADER_NAME.match(header)
+            or header.lower() in RESERVED_HEADERS
+            or header.lower().startswith("mcp-")
+        ):
+            raise ValidationError(_("%(header)s cannot be set by a connector.") % {"header": str(header)[:64]})
+        if not is_env_name(env_name) or not env_name.startswith(CONNECTOR_SECRET_ENV_PREFIX):
+            raise ValidationError(
+                _("Header values come from environment variables named %(prefix)s…; %(name)s is not one.")
+                % {"prefix": CONNECTOR_SECRET_ENV_PREFIX, "name": str(env_name)[:100]}
+            )
+
+
+class ConnectorTransport(models.TextChoices):
+    STREAMABLE_HTTP = "streamable_http", _("Streamable HTTP (URL)")
+    STDIO = "stdio", _("Local command (stdio, from the install config)")
+
+
+class Connector(models.Model):
+    """An MCP server the company connected (mail, issue tracker, CRM): a
+    resource with an exposure like a DB connection; roles allow it as a whole."""
+
+    name = models.CharField(_("name"), max_length=CONNECTOR_NAME_MAX, unique=True, validators=[validate_connector_name])
+    business_summary = models.TextField(_("business summary"), blank=True)
+    transport = models.CharField(_("transport"), max_length=20, choices=ConnectorTransport.choices)
+    url = models.CharField(
+        _("URL"),
+        max_length=500,
+        blank=True,
+        validators=[URLValidator(schemes=["http", "https"])],
+        help_text=_("Streamable HTTP endpoint, e.g. https://crm.internal/mcp."),
+    )
+    command = models.CharField(
+        _("command"),
+        max_length=100,
+        blank=True,
+        help_text=_("One of the commands the install config allows (connector_commands)."),
+    )
+    secret_headers = models.JSONField(
+        _("secret headers"),
+        default=dict,
+        blank=True,
+        validators=[validate_secret_headers],
+        help_text=_(
+            'HTTP headers whose values come from environment variables, e.g. {"Authorization": '
+            '"OWLAI_CONNECTOR_CRM_TOKEN"}. Only the variable\'s name is stored.'
+        ),
+    )
+    timeout_seconds = models.PositiveIntegerField(
+        _("timeout (s)"), default=30, help_text=_("Longest a tool call may take before it fails.")
+    )
+    exposure = models.CharField(
+        _("exposure"),
+        max_length=20,
+        choices=Exposure.choices,
+        default=default_exposure,
+        help_text=_("Internal models only: never shown to, or usable by, turns on external (public) models."),
+    )
+    last_synced_at = models.DateTimeField(_("tools last synced"), null=True, blank=True, editable=False)
+    last_sync_error = models.CharField(_("last sync error"), max_length=300, blank=True, editable=False)
+    created_at = models.DateTimeField(_("created"), auto_now_add=True)
+
+    class Meta:
+        verbose_name = _("connector")
+        verbose_name_plural = _("connectors")
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    def clean(self) -> None:
+        super().clean()
+        if self.transport == ConnectorTransport.STREAMABLE_HTTP:
+            if not self.url.startswith(("http://", "https://")):
+                raise ValidationError({"url": _("A streamable HTTP connector needs an http(s) URL.")})
+        elif self.transport == ConnectorTransport.STDIO:
+            if settings.OWLAI_INSTALL.connector_command(self.command) is None:
+                raise ValidationError(
+                    {"command": _("Pick one of the commands the install config allows (connector_commands).")}
+                )
+            if self.secret_headers:
+                raise ValidationError({"secret_headers": _("Headers apply to HTTP connectors only.")})
+
+
+class ConnectorToolState(models.TextChoices):
+    ACTIVE = "active", _("Active")
+    # The server changed the tool's name, description or input schema since
+    # an admin last saw it: not offered, not callable, until reviewed.
+    CHANGED = "changed", _("Changed, awaiting review")
+    REMOVED = "removed", _("Removed by the server")
+
+
+class ConnectorToolPolicy(models.TextChoices):
+    ALLOW = "allow", _("Allow")
+    REQUIRE_APPROVAL = "require_approval", _("Require approval")
+    BLOCK = "block", _("Block")
+
+
+class ConnectorTool(models.Model):
+    """One tool a connector's server lists, pinned by the hash of its
+    definition. `description` / `input_schema` / `definition_hash` are the
+    reviewed definition (what the model may see); a different definition from
+    the server waits in the `pending_*` fields until an admin approves it."""
+
+    connector = models.ForeignKey(
+        Connector, on_delete=models.CASCADE, related_name="tools", verbose_name=_("connector")
+    )
+    name = models.CharField(_("name"), max_length=200, help_text=_("As the server names it."))
+    # The tool's name in the model's tool list (`<connector>__<slug>`):
+    # sanitised, length-limited, unique within the connector.
+    slug = models.CharField(_("name for the model"), max_length=32)
+    description = models.TextField(_("description"), blank=True)
+    input_schema = models.JSONField(_("input schema"), default=dict, blank=True)
+    definition_hash = models.CharField(_("pinned definition hash"), max_length=64)
+    pending_description = models.TextField(_("changed description"), blank=True)
+    pending_input_schema = models.JSONField(_("changed input schema"), null=True, blank=True)
+    pending_hash = models.CharField(_("changed definition hash"), max_length=64, blank=True)
+    state = models.CharField(
+        _("state"), max_length=10, choices=ConnectorToolState.choices, default=ConnectorToolState.ACTIVE
+    )
+    # The customer knows its connectors' risk: per install, per tool. A tool
+    # nobody looked at yet asks a person before each call.
+    policy = models.CharField(
+        _("policy"), max_length=20, choices=ConnectorToolPolicy.choices, default=ConnectorToolPolicy.REQUIRE_APPROVAL
+    )
+    first_seen_at = models.DateTimeField(_("first seen"), auto_now_add=True)
+    changed_at = models.DateTimeField(_("state changed"), null=True, blank=True)
+
+    class Meta:
+        verbose_name = _("connector tool")
+        verbose_name_plural = _("connector tools")
+        ordering = ["connector__name", "name"]
+        constraints = [
+            models.UniqueConstraint(fields=["connector", "name"], name="uniq_tool_per_connector"),
+            models.UniqueConstraint(fields=["connector", "slug"], name="uniq_tool_slug_per_connector"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.connector.name}/{self.name}"
+
+
 class Role(models.Model):
     name = models.CharField(_("name"), max_length=100, unique=True)
     description = models.TextField(_("description"), blank=True)
@@ -226,6 +402,9 @@ class Role(models.Model):
     document_collections = models.ManyToManyField(
         DocumentCollection, blank=True, related_name="roles", verbose_name=_("document collections")
     )
+    # Connectors are allowed as a whole; which tools may run is the install's
+    # per-tool policy (ConnectorTool.policy), not the role's.
+    connectors = models.ManyToManyField(Connector, blank=True, related_name="roles", verbose_name=_("connectors"))
     can_view_raw_pii = models.BooleanField(
         _("may reveal personal data"),
         default=False,

@@ -56,12 +56,13 @@ def install_config_sync(*, config: InstallConfig) -> None:
         FeatureDefault.objects.get_or_create(feature=feature)
 
 
-def _record_setting(*, request, resource_kind: str, resource_id, setting: str, before, after) -> None:
+def _record_setting(*, request, resource_kind: str, resource_id, setting: str, before, after, actor=None) -> None:
     # Written inside the caller's transaction: a change that cannot be
     # recorded does not happen (AuditWriteError rolls it back).
     audit_event_write(
         kind=EventKind.SETTINGS_CHANGE,
         request=request,
+        actor=actor,
         resource_kind=resource_kind,
         resource_id=resource_id,
         details={"setting": setting, "before": before, "after": after},
@@ -129,11 +130,13 @@ def role_grants_snapshot(*, role_id: int | None) -> RoleGrants:
         "documentcollection__name", flat=True
     )
     members = Role.users.through.objects.filter(role_id=role_id).values_list("user__username", flat=True)
+    connectors = Role.connectors.through.objects.filter(role_id=role_id).values_list("connector__name", flat=True)
     return RoleGrants(
         databases={name: frozenset(scope) for name, scope in databases.items()},
         collections=frozenset(collections),
         members=frozenset(members),
         reveal_pii=Role.objects.filter(pk=role_id, can_view_raw_pii=True).exists(),
+        connectors=frozenset(connectors),
     )
 
 

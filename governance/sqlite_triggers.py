@@ -4,7 +4,7 @@ SQLite cannot ALTER most of a table, so Django's schema editor rebuilds it
 (create a copy, move the rows, drop the old one), and a rebuilt table has
 lost its triggers. Any later migration touching one of these tables would
 silently switch a guard off: the audit trail's append-only triggers, the
-one-way exposure flag, the classification revision that invalidates the
+one-way exposure flag (DB connections, collections, connectors), the classification revision that invalidates the
 executor's schema cache. So every `migrate` ends by (re)creating them all,
 idempotently (post_migrate, see apps.py). PostgreSQL keeps triggers through
 ALTER TABLE; its own are created by the migrations.
@@ -15,17 +15,19 @@ from __future__ import annotations
 from audit.sqlite_guards import create_trigger_statements as audit_trigger_statements
 
 EXPOSURE_TABLES = ("governance_dbconnection", "governance_documentcollection")
+# Connectors came later (their own migration): their trigger is a group of its own.
+CONNECTOR_EXPOSURE_TABLES = ("governance_connector",)
 REVISION_TABLE = "governance_classificationrevision"
 CLASSIFICATION_TABLE = "governance_columnclassification"
 REVISION_UPSERT = f"INSERT OR REPLACE INTO {REVISION_TABLE} (id, token) VALUES (1, lower(hex(randomblob(16))))"
 
 
-def exposure_trigger_statements() -> list[str]:
+def exposure_trigger_statements(tables: tuple[str, ...] = EXPOSURE_TABLES) -> list[str]:
     return [
         f"CREATE TRIGGER IF NOT EXISTS owlai_exposure_one_way_{table} BEFORE UPDATE ON {table} "
         "FOR EACH ROW WHEN OLD.exposure = 'all_models' AND NEW.exposure <> 'all_models' "
         "BEGIN SELECT RAISE(ABORT, 'exposure is one-way: opened resources cannot be made internal-only'); END"
-        for table in EXPOSURE_TABLES
+        for table in tables
     ]
 
 
@@ -43,6 +45,7 @@ def revision_trigger_statements() -> list[str]:
 AUDIT_MIGRATION = ("audit", "0003_append_only_guards_and_search_indexes")
 EXPOSURE_MIGRATION = ("governance", "0003_exposure_one_way_and_search_index")
 REVISION_MIGRATION = ("governance", "0005_classification_revision")
+CONNECTOR_MIGRATION = ("governance", "0007_connectors")
 
 
 def ensure_sqlite_triggers(connection) -> int:
@@ -62,6 +65,8 @@ def ensure_sqlite_triggers(connection) -> int:
         wanted += exposure_trigger_statements()
     if REVISION_MIGRATION in applied:
         wanted += revision_trigger_statements()
+    if CONNECTOR_MIGRATION in applied:
+        wanted += exposure_trigger_statements(CONNECTOR_EXPOSURE_TABLES)
     with transaction.atomic(using=connection.alias), connection.cursor() as cursor:
         for statement in wanted:
             cursor.execute(f"DROP TRIGGER IF EXISTS {_trigger_name(statement)}")

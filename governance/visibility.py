@@ -6,6 +6,10 @@ before any tool runs.
     name only   = not granted AND (private tier OR exposure all_models)
     hidden      = otherwise: not even the name reaches the model
 
+Connector tools follow the same decision (the connector is the resource;
+roles allow it as a whole), and are offered only while their definition is
+the reviewed one and their policy is not `block`.
+
 Fails closed: an error while deciding hides everything (prompt) or refuses
 (executor). Unknown tiers or exposures are treated as public / internal-only.
 """
@@ -19,9 +23,29 @@ from dataclasses import dataclass, field
 from functools import cache
 from typing import NamedTuple
 
+from django.conf import settings
 from django.db import connection as db
 
-from governance.models import ClassificationRevision, DbConnection, DbGrant, DocumentCollection, Exposure, Role, Tier
+from governance.connectors.definitions import (
+    SEPARATOR,
+    description_for_model,
+    model_tool_name,
+    schema_for_model,
+    untrusted_text,
+)
+from governance.models import (
+    ClassificationRevision,
+    Connector,
+    ConnectorTool,
+    ConnectorToolPolicy,
+    ConnectorToolState,
+    DbConnection,
+    DbGrant,
+    DocumentCollection,
+    Exposure,
+    Role,
+    Tier,
+)
 from governance.sql.table_access import GrantScope
 from owlai import prepared
 
@@ -51,6 +75,8 @@ class TurnResources:
     # Names the model may see but not use, so it can say "you lack access".
     unpermitted_connection_names: list[str] = field(default_factory=list)
     unpermitted_collection_names: list[str] = field(default_factory=list)
+    connectors: list[Connector] = field(default_factory=list)
+    unpermitted_connector_names: list[str] = field(default_factory=list)
 
     def accessible_names(self) -> set[str]:
         return {c.name for c in self.connections} | {c.name for c in self.collections}
@@ -77,6 +103,13 @@ def visible_resources(*, user_id: int, tier: str) -> TurnResources:
                 resources.collections.append(collection)
             elif sight is Sight.NAME_ONLY:
                 resources.unpermitted_collection_names.append(collection.name)
+        granted_connectors = _granted_connector_ids(user_id)
+        for connector in Connector.objects.order_by("name"):
+            sight = decide(tier=tier, exposure=connector.exposure, granted=connector.pk in granted_connectors)
+            if sight is Sight.ACCESSIBLE:
+                resources.connectors.append(connector)
+            elif sight is Sight.NAME_ONLY:
+                resources.unpermitted_connector_names.append(connector.name)
         return resources
     except Exception:
         logger.exception("visibility decision failed; hiding all resources")
@@ -162,3 +195,172 @@ def _table_list(raw: object) -> list[str]:
     if not isinstance(value, list):
         return []
     return [t for t in value if isinstance(t, str)]
+
+
+# --- connector tools ---------------------------------------------------------------
+
+TOOL_SEARCH = "search_connector_tools"
+# What the model is told for any connector tool it may not call: the same
+# words whether the tool does not exist, its connector is not allowed for the
+# role, is hidden from this tier, or the tool is blocked or under review; the
+# name is not echoed, so a refusal never confirms that something exists.
+TOOL_UNAVAILABLE = "no tool of that name is available"
+
+
+def _granted_connector_ids(user_id: int) -> set[int]:
+    return set(Role.connectors.through.objects.filter(role__users__id=user_id).values_list("connector_id", flat=True))
+
+
+@dataclass(frozen=True)
+class ConnectorToolView:
+    """One connector tool as a turn may see and call it."""
+
+    model_name: str  # `<connector>__<slug>`: the name in the model's tool list
+    connector_id: int
+    connector_name: str
+    tool_id: int
+    tool_name: str  # as the server names it (what is called)
+    description: str  # for the model: cut short, labelled as the server's words
+    input_schema: dict  # for the model: structure only
+    policy: str
+    definition_hash: str  # the pinned hash; the call checks the server still has it
+
+    def schema(self) -> dict:
+        """The OpenAI-compatible function schema."""
+        return {
+            "type": "function",
+            "function": {"name": self.model_name, "description": self.description, "parameters": self.input_schema},
+        }
+
+
+def _offered(tool: ConnectorTool) -> bool:
+    return (
+        tool.state == ConnectorToolState.ACTIVE
+        and not tool.pending_hash
+        and tool.policy in (ConnectorToolPolicy.ALLOW, ConnectorToolPolicy.REQUIRE_APPROVAL)
+    )
+
+
+def _view(connector: Connector, tool: ConnectorTool) -> ConnectorToolView:
+    return ConnectorToolView(
+        model_name=model_tool_name(connector.name, tool.slug),
+        connector_id=connector.pk,
+        connector_name=connector.name,
+        tool_id=tool.pk,
+        tool_name=tool.name,
+        description=description_for_model(tool.description, connector_name=connector.name),
+        input_schema=schema_for_model(tool.input_schema),
+        policy=tool.policy,
+        definition_hash=tool.definition_hash,
+    )
+
+
+def visible_connector_tools(*, user_id: int, tier: str) -> list[ConnectorToolView]:
+    """Every connector tool this turn may be shown: its connector allowed for
+    one of the user's roles and visible to the tier; the tool active, with its
+    reviewed definition, and not blocked. An error hides them all."""
+    try:
+        granted = _granted_connector_ids(user_id)
+        connectors = {
+            c.pk: c
+            for c in Connector.objects.filter(pk__in=granted)
+            if decide(tier=tier, exposure=c.exposure, granted=True) is Sight.ACCESSIBLE
+        }
+        tools = ConnectorTool.objects.filter(connector_id__in=connectors).order_by("connector__name", "slug")
+        return [_view(connectors[t.connector_id], t) for t in tools if _offered(t)]
+    except Exception:
+        logger.exception("connector tool visibility failed; hiding all connector tools")
+        return []
+
+
+class ConnectorToolDecision(NamedTuple):
+    tool: ConnectorToolView | None
+    # Why not (for the audit row, never for the model: it gets TOOL_UNAVAILABLE).
+    reason: str
+
+
+def connector_tool_decision(*, user_id: int, tier: str, model_name: str) -> ConnectorToolDecision:
+    """The executor's re-check of one call by its model-facing name. Exceptions
+    propagate: the executor refuses on them."""
+    connector_name, separator, slug = (model_name or "").partition(SEPARATOR)
+    if not separator or not connector_name or not slug:
+        return ConnectorToolDecision(None, "unknown tool")
+    tool = ConnectorTool.objects.select_related("connector").filter(connector__name=connector_name, slug=slug).first()
+    if tool is None:
+        return ConnectorToolDecision(None, "unknown tool")
+    connector = tool.connector
+    if connector.pk not in _granted_connector_ids(user_id):
+        return ConnectorToolDecision(None, "connector not allowed for the user's roles")
+    if decide(tier=tier, exposure=connector.exposure, granted=True) is not Sight.ACCESSIBLE:
+        return ConnectorToolDecision(None, "connector hidden from this tier")
+    if tool.state == ConnectorToolState.REMOVED:
+        return ConnectorToolDecision(None, "tool removed by the server")
+    if tool.state != ConnectorToolState.ACTIVE or tool.pending_hash:
+        return ConnectorToolDecision(None, "tool definition changed, awaiting review")
+    if tool.policy == ConnectorToolPolicy.BLOCK:
+        return ConnectorToolDecision(None, "tool blocked by policy")
+    if not _offered(tool):
+        return ConnectorToolDecision(None, "tool not offered")
+    return ConnectorToolDecision(_view(connector, tool), "")
+
+
+@dataclass(frozen=True)
+class ConnectorToolOffer:
+    """The connector tools a model call carries: every visible one, or, past
+    the threshold, the tool-search tool plus those the turn loaded through it
+    (re-decided now: a tool loaded earlier that is no longer visible is gone)."""
+
+    tools: list[ConnectorToolView]
+    search: bool
+
+    def schemas(self) -> list[dict]:
+        schemas = [tool.schema() for tool in self.tools]
+        if self.search:
+            schemas.append(tool_search_schema())
+        return schemas
+
+
+def connector_tool_offer(
+    *, user_id: int, tier: str, loaded: set[str] | frozenset[str] = frozenset()
+) -> ConnectorToolOffer:
+    visible = visible_connector_tools(user_id=user_id, tier=tier)
+    if len(visible) <= settings.OWLAI_CONNECTOR_TOOL_SEARCH_THRESHOLD:
+        return ConnectorToolOffer(visible, search=False)
+    return ConnectorToolOffer([tool for tool in visible if tool.model_name in loaded], search=True)
+
+
+def tool_search_schema() -> dict:
+    return {
+        "type": "function",
+        "function": {
+            "name": TOOL_SEARCH,
+            "description": (
+                "Find connector tools (connected services such as mail or an issue tracker) by keywords. "
+                "The tools found become callable in the following steps."
+            ),
+            "parameters": {
+                "type": "object",
+                "properties": {"query": {"type": "string", "description": "Keywords describing the task."}},
+                "required": ["query"],
+            },
+        },
+    }
+
+
+SEARCH_QUERY_MAX = 200
+SEARCH_LIMIT = 8
+
+
+def connector_tool_search(*, user_id: int, tier: str, query: str, limit: int = SEARCH_LIMIT) -> list[ConnectorToolView]:
+    """The tools the search tool returns: only visible ones (the same decision
+    as the tool list), best keyword matches first."""
+    words = {w for w in untrusted_text(query, SEARCH_QUERY_MAX).lower().replace("_", " ").split() if len(w) > 1}
+    if not words:
+        return []
+    scored = []
+    for tool in visible_connector_tools(user_id=user_id, tier=tier):
+        haystack = f"{tool.model_name} {tool.tool_name} {tool.description}".lower().replace("_", " ")
+        score = sum(haystack.count(word) for word in words)
+        if score:
+            scored.append((-score, tool.model_name, tool))
+    return [tool for *_, tool in sorted(scored, key=lambda item: item[:2])[:limit]]

@@ -1,7 +1,9 @@
 """Install config: what must not change by a click in the admin.
 
 The file (TOML, path in ``OWLAI_CONFIG``) declares model providers with their
-tier, their models, the embedding / speech-to-text roles and audit retention.
+tier, their models, the embedding / speech-to-text roles, audit retention and
+the commands that stdio connectors may run (the admin picks one by name and
+never types a command line).
 This module is pure Python so settings can load it before Django starts, and so
 every entry point (web, worker, manage.py) fails the same way on a bad file.
 """
@@ -55,14 +57,33 @@ class RoleSpec:
 
 
 @dataclass(frozen=True)
+class ConnectorCommandSpec:
+    """A local MCP server (stdio transport) a connector may start. Whoever
+    installs OwlAI decides what runs on the server: the admin only picks one
+    of these by name."""
+
+    name: str
+    command: str  # absolute path of the executable
+    args: tuple[str, ...] = ()
+    # Names of environment variables handed to the process (their values come
+    # from OwlAI's own environment); nothing else of it is passed on.
+    env: tuple[str, ...] = ()
+    cwd: str = ""
+
+
+@dataclass(frozen=True)
 class InstallConfig:
     path: str
     providers: tuple[ProviderSpec, ...]
     access_log_retention_days: int = MIN_RETENTION_DAYS
     roles: dict[str, RoleSpec] = field(default_factory=dict)
+    connector_commands: tuple[ConnectorCommandSpec, ...] = ()
 
     def provider(self, name: str) -> ProviderSpec | None:
         return next((p for p in self.providers if p.name == name), None)
+
+    def connector_command(self, name: str) -> ConnectorCommandSpec | None:
+        return next((c for c in self.connector_commands if c.name == name), None)
 
 
 def _require_str(table: dict, key: str, where: str, *, default: str | None = None) -> str:
@@ -133,6 +154,57 @@ def _parse_provider(raw: object, index: int) -> ProviderSpec:
     )
 
 
+ENV_NAME_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_")
+
+
+def is_env_name(value: object) -> bool:
+    return isinstance(value, str) and bool(value) and not value[0].isdigit() and set(value) <= ENV_NAME_CHARS
+
+
+def _string_list(raw: object, key: str, where: str) -> tuple[str, ...]:
+    if raw is None:
+        return ()
+    if not isinstance(raw, list) or not all(isinstance(item, str) for item in raw):
+        raise InstallConfigError(f"{where}: '{key}' must be a list of strings")
+    return tuple(raw)
+
+
+def _parse_connector_commands(raw: object, path: str) -> tuple[ConnectorCommandSpec, ...]:
+    if raw is None:
+        return ()
+    if not isinstance(raw, list):
+        raise InstallConfigError(f"{path}: [[connector_commands]] must be a list of tables")
+    commands: list[ConnectorCommandSpec] = []
+    for index, item in enumerate(raw):
+        where = f"connector_commands[{index}]"
+        if not isinstance(item, dict):
+            raise InstallConfigError(f"{where}: must be a table")
+        name = _require_str(item, "name", where)
+        if not name:
+            raise InstallConfigError(f"{where}: 'name' must not be empty")
+        where = f"connector command '{name}'"
+        if any(c.name == name for c in commands):
+            raise InstallConfigError(f"{path}: duplicate connector command name '{name}'")
+        command = _require_str(item, "command", where)
+        # An absolute path: what runs must not depend on the worker's PATH.
+        if not Path(command).is_absolute():
+            raise InstallConfigError(f"{where}: 'command' must be an absolute path")
+        env = _string_list(item.get("env"), "env", where)
+        bad = [n for n in env if not is_env_name(n)]
+        if bad:
+            raise InstallConfigError(f"{where}: '{bad[0]}' is not an environment variable name")
+        commands.append(
+            ConnectorCommandSpec(
+                name=name,
+                command=command,
+                args=_string_list(item.get("args"), "args", where),
+                env=env,
+                cwd=_require_str(item, "cwd", where, default=""),
+            )
+        )
+    return tuple(commands)
+
+
 def parse_install_config(text: str, *, path: str = "<string>") -> InstallConfig:
     try:
         data = tomllib.loads(text)
@@ -180,7 +252,13 @@ def parse_install_config(text: str, *, path: str = "<string>") -> InstallConfig:
             raise InstallConfigError(f"{where}: provider '{role.provider}' has no model '{role.model}'")
         roles[role_name] = role
 
-    return InstallConfig(path=path, providers=providers, access_log_retention_days=retention, roles=roles)
+    return InstallConfig(
+        path=path,
+        providers=providers,
+        access_log_retention_days=retention,
+        roles=roles,
+        connector_commands=_parse_connector_commands(data.get("connector_commands"), path),
+    )
 
 
 def load_install_config(path: str | Path) -> InstallConfig:

@@ -202,6 +202,8 @@ if OWLAI_TURN_STALE_SECONDS < 2 * OWLAI_TURN_HEARTBEAT_SECONDS:
 # Streamed text is stored and sent at most once per this many seconds.
 OWLAI_DELTA_COALESCE_SECONDS = env.float("OWLAI_DELTA_COALESCE_SECONDS", default=0.05)
 CELERY_TASK_ACKS_LATE = True
+# How often beat fetches every connector's tool list (governance.sync_connector_tools).
+OWLAI_CONNECTOR_SYNC_SECONDS = env.float("OWLAI_CONNECTOR_SYNC_SECONDS", default=3600.0)
 CELERY_BEAT_SCHEDULE = {
     "audit-digest": {"task": "audit.seal_new_rows", "schedule": env.float("OWLAI_AUDIT_DIGEST_SECONDS", default=600.0)},
     "audit-retention": {"task": "audit.purge_expired", "schedule": 24 * 3600.0},
@@ -211,6 +213,13 @@ CELERY_BEAT_SCHEDULE = {
         "task": "chat.recover_turns",
         "schedule": OWLAI_TURN_RECOVERY_SECONDS,
         "options": {"expires": OWLAI_TURN_RECOVERY_SECONDS},
+    },
+    # Connector tool lists: what the AI may use changes when a server adds or
+    # removes tools, so the lists are fetched (and changes recorded) on a schedule.
+    "connector-tool-sync": {
+        "task": "governance.sync_connector_tools",
+        "schedule": OWLAI_CONNECTOR_SYNC_SECONDS,
+        "options": {"expires": OWLAI_CONNECTOR_SYNC_SECONDS},
     },
 }
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
@@ -304,6 +313,16 @@ if min(OWLAI_MODEL_CONNECT_SECONDS, OWLAI_MODEL_FIRST_BYTE_SECONDS, OWLAI_MODEL_
     raise ImproperlyConfigured("OWLAI_MODEL_*_SECONDS deadlines must be positive")
 if OWLAI_MODEL_TOTAL_SECONDS <= 0 or OWLAI_MODEL_MAX_RETRIES < 0:
     raise ImproperlyConfigured("OWLAI_MODEL_TOTAL_SECONDS must be positive, OWLAI_MODEL_MAX_RETRIES not negative")
+
+# --- Connectors (MCP servers; governance.connectors) -------------------------------
+# Connecting (process start or HTTP connect, and the MCP handshake) must finish
+# within this; each call is bounded by its connector's own timeout.
+OWLAI_CONNECTOR_CONNECT_SECONDS = env.float("OWLAI_CONNECTOR_CONNECT_SECONDS", default=10.0)
+# More visible connector tools than this: the turn gets a tool-search tool
+# instead of every schema (the tools it loads pass the same visibility decision).
+OWLAI_CONNECTOR_TOOL_SEARCH_THRESHOLD = env.int("OWLAI_CONNECTOR_TOOL_SEARCH_THRESHOLD", default=20)
+if OWLAI_CONNECTOR_CONNECT_SECONDS <= 0 or OWLAI_CONNECTOR_TOOL_SEARCH_THRESHOLD < 0:
+    raise ImproperlyConfigured("OWLAI_CONNECTOR_CONNECT_SECONDS must be positive, the search threshold not negative")
 
 # --- Audit write path ------------------------------------------------------------
 # An audit write that cannot take its lock, or does not finish, within these

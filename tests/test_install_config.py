@@ -36,6 +36,27 @@ models = ["gpt"]
 """
 
 
+COMMAND = """
+[[connector_commands]]
+name = "crm"
+command = "/opt/mcp/crm"
+args = ["--stdio"]
+env = ["CRM_TOKEN"]
+"""
+
+
+def test_connector_commands_parse():
+    (spec,) = parse_install_config(VALID + COMMAND).connector_commands
+    assert (spec.name, spec.command, spec.args, spec.env, spec.cwd) == (
+        "crm",
+        "/opt/mcp/crm",
+        ("--stdio",),
+        ("CRM_TOKEN",),
+        "",
+    )
+    assert parse_install_config(VALID).connector_commands == ()
+
+
 def test_example_file_is_valid():
     config = load_install_config(ROOT / "owlai.example.toml")
     assert config.access_log_retention_days == 1095
@@ -62,6 +83,10 @@ def test_valid_config_parses():
         ("[observability]\naccessLogRetentionDays = 1095\n", "at least one [[providers]]"),
         (VALID.replace("1200", "30"), "accessLogRetentionDays = 30 is below"),
         (VALID + '\n[roles]\nembedding = { provider = "nope", model = "x" }\n', "unknown provider 'nope'"),
+        (VALID + COMMAND.replace("/opt/mcp/crm", "bin/crm"), "'command' must be an absolute path"),
+        (VALID + COMMAND.replace('"CRM_TOKEN"', '"CRM TOKEN"'), "'CRM TOKEN' is not an environment variable name"),
+        (VALID + COMMAND + COMMAND, "duplicate connector command name 'crm'"),
+        (VALID + COMMAND.replace('args = ["--stdio"]', 'args = "--stdio"'), "'args' must be a list of strings"),
     ],
 )
 def test_bad_config_names_the_problem(text, message):
