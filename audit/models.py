@@ -140,6 +140,8 @@ class EventKind(models.TextChoices):
     PII_REVEAL = "pii_reveal", _("Personal data revealed")
     PII_REVEAL_REFUSED = "pii_reveal_refused", _("Personal data reveal refused")
     CSV_EXPORT = "csv_export", _("CSV export")
+    URL_REVEAL = "url_reveal", _("Credentialed URL revealed")
+    URL_REVEAL_REFUSED = "url_reveal_refused", _("Credentialed URL reveal refused")
 
 
 class AuditEvent(models.Model):
