@@ -11,7 +11,8 @@ from audit.models import ToolCallAudit
 from chat.context import TurnContext
 from chat.executor import execute_tool_call, sanitise_value
 
-pytestmark = pytest.mark.django_db
+# The model-facing refusals read here are the English ones.
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("english")]
 
 
 def ctx_for(user, turn_id=7) -> TurnContext:

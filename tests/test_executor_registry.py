@@ -16,7 +16,7 @@ from chat.executor.reasons import Reason
 from chat.executor.registry import IncompleteTool, Registry
 from tests.support.tool_world import tool_world
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("english")]
 
 PHONE = "010-7777-8888"
 SECRET_URL = "https://user:hunter2@files.example.com/report.pdf"
@@ -353,3 +353,20 @@ def test_an_incomplete_tool_from_a_source_is_an_unknown_tool(world):
     finally:
         REGISTRY._sources.remove(source)
     assert outcome == "denied" and "unknown tool" in payload["error"]
+
+
+@pytest.mark.parametrize("name", TOOLS)
+def test_the_model_reads_the_turns_language_the_audit_reads_english(world, name):
+    """The worker runs a turn in its user's language: refusals reach the
+    model (and through it the user) in that language, while the audit row
+    keeps the English words, the same whoever made the call."""
+    from django.utils import translation
+
+    with translation.override("ko"):
+        payload, outcome = world.call(name, EXAMPLES[name][2](world))
+    assert outcome == "denied"
+    unavailable = tool(name).unavailable
+    with translation.override("ko"):
+        assert payload["error"] == f"거부됨: {unavailable.for_model()}"
+        assert unavailable.for_model() != unavailable.msgid  # really translated
+    assert rows_of(world, name)[-1].reason == unavailable.msgid

@@ -16,7 +16,7 @@ from chat.services import conversation_create
 from governance.visibility import visible_resources
 from tests.support.tool_world import tool_world
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("english")]
 
 PHONES = ["010-1234-5678", "010-2222-3333", "010-4444-5555"]
 

@@ -17,7 +17,7 @@ from chat.models import UrlReference
 from chat.services import conversation_create, conversation_delete
 from tests.support.tool_world import tool_world
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("english")]
 
 SIGNED = "https://files.example.com/report.pdf?X-Amz-Signature=abc123secret&X-Amz-Credential=AKIAXYZ"
 BASIC = "ftp://backup:hunter2@ftp.example.com/dump.sql"

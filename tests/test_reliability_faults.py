@@ -20,6 +20,7 @@ DSN points at a canary listener that counts every connection made to it.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import time
@@ -379,7 +380,8 @@ def test_nul_bytes_and_lone_surrogates_in_a_refused_delete_are_recorded_sanitise
     assert (row.outcome, row.call_outcome) == (Outcome.DENIED, Outcome.DENIED)
     assert row.sql_text == "DELETE FROM customers WHERE name = 'a\ufffdb\ufffdc' /* \ufffd */"
     told = world.stack.fake.requests[-1]["messages"][-1]
-    assert told["role"] == "tool" and "not a read-only query" in told["content"]
+    refused = in_turn_language(events[-1]["turn_id"], "not a read-only query: %(reason)s", reason="").strip()
+    assert told["role"] == "tool" and refused in json.loads(told["content"])["error"]
     assert world.stack.customer_db.fingerprint() == before
     world.works_again()
     assert_no_query_ran_unrecorded(requested=world.counter.tool_calls)

@@ -31,7 +31,7 @@ from governance.services import db_connection_set_stored_dsn, feature_default_se
 from owlai.install_config import parse_install_config
 from tests.support.fake_llm import FakeLLMServer, Reply, text, tool_call
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("english")]
 
 HR_NAME = "hr_internal"
 HR_SUMMARY = "인사 DB — 임직원 연봉·평가"
