@@ -136,3 +136,19 @@ def test_a_deleted_conversation_stores_no_new_reference(world):
     conversation_delete(conversation=world.conversation)
     with pytest.raises(VaultClosed):
         DbUrlReferences(world.conversation.pk).reference_for(BASIC)
+
+
+def test_a_url_in_a_refusal_or_an_error_becomes_a_reference_too(world, monkeypatch):
+    from governance.services import GovernanceError
+
+    payload, outcome = world.call(BASIC, {})  # an unknown tool: its name is echoed
+    assert outcome == "denied" and "hunter2" not in json.dumps(payload) and "[URL-" in payload["error"]
+
+    def unreachable(**kwargs):
+        raise GovernanceError(f"cannot reach {BASIC}")
+
+    monkeypatch.setattr("chat.executor.tools.sql.execute_readonly", unreachable)
+    payload, outcome = world.call("run_sql", {"connection": "sales", "sql": "SELECT 1"})
+    assert outcome == "failed" and payload["error"].startswith("query failed: cannot reach [URL-")
+    reasons = [(r.reason, r.call_reason) for r in ToolCallAudit.objects.all()]
+    assert "hunter2" not in json.dumps(reasons)

@@ -19,7 +19,8 @@ A refusal before ATTEMPT is one `denied` row; nothing ran. Any exception
 while deciding (VISIBILITY .. CHECKS, and the preparation) refuses the call;
 an exception while running is a `failed` outcome with a value-free message.
 Audit write failures (AuditWriteError) always propagate: the caller stops
-the turn without the result. The model only ever receives what
+the turn without the result; so does a failure while shaping (the result
+is withheld rather than shown half-masked). The model only ever receives what
 `execute_tool_call` returns, and that is built here, from the tool's Output,
 by the shaping stage: a tool cannot hand the model anything unshaped.
 
@@ -302,7 +303,7 @@ def _through_stages(call: Call) -> ToolResult:
     except ToolFailed as failed:
         # Value-free by the tool's contract; what is left still goes through
         # the known values and the detectors.
-        message = mask_string(failed.reason, call.vault, known=call.known())
+        message = _clean(call.ctx, call.vault, call.known(), failed.reason)
         _audit_outcome(call, attempt, Outcome.FAILED, message)
         return _failure(f"{tool.failed.for_model()}: {message}")
     except Exception as exc:
@@ -345,13 +346,24 @@ def parse_arguments(raw: str) -> dict[str, Any]:
     return args
 
 
+def _clean(ctx: TurnContext, vault: Vault, known: KnownValues, text: str) -> str:
+    """A message shaped like a result's string: credentialed URLs become
+    references, known values and detector hits become tokens."""
+    if "://" in text:
+        from chat.executor.shaping import shorten_credentialed_urls
+        from chat.url_references import url_references_for
+
+        text = shorten_credentialed_urls(text, url_references_for(ctx.conversation_id).reference_for)
+    return mask_string(text, vault, known=known)
+
+
 def _masked(call: Call, reason: Reason) -> tuple[str, str]:
     """(for the model, for the audit row): a reason may quote the call's
     arguments, whose literals may be values."""
     known = call.known()
     return (
-        mask_string(reason.for_model(), call.vault, known=known),
-        mask_string(reason.for_audit(), call.vault, known=known),
+        _clean(call.ctx, call.vault, known, reason.for_model()),
+        _clean(call.ctx, call.vault, known, reason.for_audit()),
     )
 
 
@@ -370,14 +382,14 @@ def _refuse_unrouted(ctx: TurnContext, name: str, reason: Reason) -> ToolResult:
         actor_username=ctx.username,
         tool=(name or "?")[:100],
         outcome=Outcome.DENIED,
-        reason=mask_string(reason.for_audit(), vault, known=known),
+        reason=_clean(ctx, vault, known, reason.for_audit()),
         resource_kind="",
         origin=ctx.origin,
         origin_ref=ctx.origin_ref,
         conversation_id=ctx.conversation_id,
         turn_id=ctx.turn_id,
     )
-    return _refusal(mask_string(reason.for_model(), vault, known=known))
+    return _refusal(_clean(ctx, vault, known, reason.for_model()))
 
 
 def _refusal(message: str) -> ToolResult:
