@@ -297,7 +297,12 @@ def test_huge_answer_and_huge_tool_argument_keep_the_worker_memory_bounded(world
     assert (row.outcome, row.call_outcome, row.tool) == (Outcome.DENIED, Outcome.DENIED, "run_sql")
     assert "arguments longer than" in row.reason
     told = world.stack.fake.requests[-1]["messages"][-1]
-    assert told["role"] == "tool" and "send a shorter call" in told["content"]
+    refused = in_turn_language(
+        events[-1]["turn_id"],
+        "arguments longer than %(limit)s characters; send a shorter call",
+        limit=settings.OWLAI_TOOL_ARGUMENT_MAX_CHARS,
+    )
+    assert told["role"] == "tool" and refused in json.loads(told["content"])["error"]
     sent = max(fake.wait_sent(seen + 1)[seen:])
     assert sent < 8 * MiB
 
