@@ -148,6 +148,8 @@ class EventKind(models.TextChoices):
     # the server: the tool is off until an admin approves the new definition.
     CONNECTOR_DEFINITION_CHANGED = "connector_definition_changed", _("Connector tool definition changed")
     CONNECTOR_DEFINITION_APPROVED = "connector_definition_approved", _("Connector tool definition approved")
+    URL_REVEAL = "url_reveal", _("Credentialed URL revealed")
+    URL_REVEAL_REFUSED = "url_reveal_refused", _("Credentialed URL reveal refused")
 
 
 class AuditEvent(models.Model):

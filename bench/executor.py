@@ -138,6 +138,7 @@ def run(calls: int, *, profile: bool = False, vault_sizes: tuple[int, ...] = (10
     from django.core.management import call_command
 
     import chat.executor as executor_module
+    import chat.executor.tools.sql as sql_tool
     from chat.context import TurnContext
     from chat.services import conversation_create
     from governance.models import ColumnClassification, DbConnection, DbGrant, Role
@@ -169,8 +170,8 @@ def run(calls: int, *, profile: bool = False, vault_sizes: tuple[int, ...] = (10
     # query's canned result.
     results = {sql: QueryResult(columns=columns, rows=rows, truncated=False) for sql, columns, rows in QUERIES}
     results[PII_QUERY[0]] = QueryResult(columns=PII_QUERY[1], rows=PII_QUERY[2], truncated=False)
-    executor_module.execute_readonly = lambda **kwargs: results[kwargs["sql"]]
-    executor_module.account_risks = lambda **kwargs: []  # the account check queries the customer DB too
+    sql_tool.execute_readonly = lambda **kwargs: results[kwargs["sql"]]
+    sql_tool.account_risks = lambda **kwargs: []  # the account check queries the customer DB too
 
     ctx = TurnContext(
         user_id=user.pk,
@@ -203,7 +204,7 @@ def run(calls: int, *, profile: bool = False, vault_sizes: tuple[int, ...] = (10
     # The same query, but every call's 5 names are new to the conversation:
     # each call allocates 5 vault entries (encrypted) in one batch.
     serial = iter(range(10**9))
-    executor_module.execute_readonly = lambda **kwargs: QueryResult(
+    sql_tool.execute_readonly = lambda **kwargs: QueryResult(
         columns=PII_QUERY[1], rows=[(f"고객{next(serial)}", 4) for _ in PII_QUERY[2]], truncated=False
     )
     new_value_timings = timed_calls(executor_module, ctx, pii_arguments, max(calls // 4, 100))

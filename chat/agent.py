@@ -152,7 +152,7 @@ def run_agent_loop(
     ctx: TurnContext,
     client: ModelClient,
     messages: list[dict],
-    tools: list[dict],
+    tools: list[dict] | Callable[[], list[dict]],
     execute: Execute,
     emit: Emit,
     max_steps: int,
@@ -163,7 +163,9 @@ def run_agent_loop(
     tools or `max_steps` model calls were made. Exceptions from `execute`
     (e.g. the audit row could not be written) propagate: the caller fails the
     turn and the tool result never reaches the model. Before every model call
-    the history is cut to the model's budget (`fit_history`)."""
+    the history is cut to the model's budget (`fit_history`) and, when
+    `tools` is a function, the tools are asked for again (what a turn is
+    offered may grow within it, e.g. read_spill after a spilled result)."""
     new: list[dict] = []
     budget = history_chars or history_budget(ctx)
     current = max((i for i, m in enumerate(messages) if m["role"] == "user"), default=len(messages))
@@ -178,7 +180,8 @@ def run_agent_loop(
         check()
         stream = TokenSafeStream(lambda text: emit("message.delta", {"text": text}))
         sent = fit_history(messages + new, budget=budget, current=current)
-        reply = client.complete(messages=sent, tools=tools, on_delta=stream.feed)
+        offered = tools() if callable(tools) else tools
+        reply = client.complete(messages=sent, tools=offered, on_delta=stream.feed)
         stream.flush()
         new.append(_assistant_entry(reply))
         if not reply.tool_calls:

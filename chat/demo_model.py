@@ -15,8 +15,9 @@ from collections.abc import Callable
 
 from django.utils.translation import gettext as _
 
+from chat.executor.tools.documents import SEARCH_DOCUMENTS
+from chat.executor.tools.sql import RUN_SQL
 from chat.llm import AssistantReply, ToolCall
-from chat.tools import RUN_SQL, SEARCH_DOCUMENTS
 
 DEMO_LABEL = "offline demo model"
 _FENCED = re.compile(r"```(?:sql)?\s*\n?(.*?)```", re.IGNORECASE | re.DOTALL)

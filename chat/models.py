@@ -181,3 +181,26 @@ class VaultEntry(models.Model):
             models.UniqueConstraint(fields=["conversation", "kind", "number"], name="uniq_vault_token"),
             models.UniqueConstraint(fields=["conversation", "kind", "digest"], name="uniq_vault_value"),
         ]
+
+
+class UrlReference(models.Model):
+    """One credentialed URL of one conversation, behind the reference the
+    model saw (`[URL-3]`). The model needs to know that a link exists, never
+    the secret in it: the URL is encrypted at rest and found by a keyed
+    digest (the same URL gets the same reference within the conversation).
+    Numbers count per conversation, so a reference means nothing elsewhere;
+    deleted with the conversation (and at once when its owner deletes it)."""
+
+    conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="url_references")
+    number = models.PositiveIntegerField()
+    digest = models.CharField(max_length=64)
+    ciphertext = models.TextField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        verbose_name = _("URL reference")
+        verbose_name_plural = _("URL references")
+        constraints = [
+            models.UniqueConstraint(fields=["conversation", "number"], name="uniq_url_reference_number"),
+            models.UniqueConstraint(fields=["conversation", "digest"], name="uniq_url_reference_digest"),
+        ]

@@ -1,6 +1,6 @@
 """Conversation retention: a conversation is purged one year after
 its last activity, or thirty days after its owner deleted it. Purging removes
-its turns, messages, token vault and spill files; the audit rows of what it
+its turns, messages, token vault, URL references and spill files; the audit rows of what it
 touched stay (they refer to it by value, and have their own, longer,
 retention: audit.retention)."""
 
@@ -14,7 +14,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from chat.executor import spill_folder
-from chat.models import Conversation, VaultEntry
+from chat.models import Conversation, UrlReference, VaultEntry
 
 logger = logging.getLogger(__name__)
 
@@ -27,6 +27,7 @@ def conversations_purge(*, now=None) -> int:
     # Backstop: a vault row written for a deleted conversation (a worker
     # killed mid-turn skips the turn's own clean-up) goes today, not in 30 days.
     VaultEntry.objects.filter(conversation__deleted_at__isnull=False).delete()
+    UrlReference.objects.filter(conversation__deleted_at__isnull=False).delete()
     purged = 0
     while True:
         with transaction.atomic():

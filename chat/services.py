@@ -30,11 +30,10 @@ from audit.services import AuditWriteError
 from chat import events
 from chat.agent import TurnAbandoned, run_agent_loop
 from chat.context import TurnContext
-from chat.executor import execute_tool_call
+from chat.executor import execute_tool_call, tool_definitions
 from chat.llm import ModelError, client_for
 from chat.models import Conversation, Message, MessageRole, Turn, TurnEvent, TurnStatus
 from chat.prompt import mention_note, mentioned_targets, system_prompt
-from chat.tools import tools_for
 from governance.models import Feature, FeatureDefault, LlmModel, Tier
 from governance.visibility import visible_resources
 
@@ -67,11 +66,13 @@ def conversation_delete(*, conversation: Conversation) -> None:
     tokens) is deleted at once; messages and spill files stay until the
     purge `OWLAI_CONVERSATION_DELETED_DAYS` later (chat.retention). Audit
     rows never go with it (they name it by value only)."""
-    from chat.models import VaultEntry
+    from chat.models import UrlReference, VaultEntry
 
     with transaction.atomic():
         Conversation.objects.filter(pk=conversation.pk, deleted_at__isnull=True).update(deleted_at=timezone.now())
         VaultEntry.objects.filter(conversation_id=conversation.pk).delete()
+        # The URLs behind its references hold credentials: they go at once too.
+        UrlReference.objects.filter(conversation_id=conversation.pk).delete()
     # Open sockets of this conversation close (a running turn stops at its
     # next step, and its vault allocations are refused: chat.vault).
     events.notify_conversation_deleted(group=conversation.group_name)
@@ -410,7 +411,9 @@ def _run(turn: Turn) -> None:
             ctx=ctx,
             client=client,
             messages=messages,
-            tools=tools_for(resources),
+            # Asked again before every model call: e.g. read_spill is offered
+            # once a result of this turn was spilled.
+            tools=lambda: tool_definitions(ctx, resources),
             execute=execute_tool_call,
             emit=emit,
             max_steps=settings.OWLAI_AGENT_MAX_STEPS,

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from chat import views
+from chat import reference_views, views
 
 app_name = "chat"
 
@@ -11,6 +11,11 @@ urlpatterns = [
     path("api/conversations/<uuid:conversation_id>/models/", views.conversation_models, name="conversation-models"),
     path("api/conversations/<uuid:conversation_id>/", views.conversation_delete, name="conversation-delete"),
     path("api/conversations/<uuid:conversation_id>/reveal/", views.conversation_reveal, name="conversation-reveal"),
+    path(
+        "api/conversations/<uuid:conversation_id>/url-references/",
+        reference_views.conversation_url_reference,
+        name="conversation-url-reference",
+    ),
     path(
         "api/conversations/<uuid:conversation_id>/mentions/", views.conversation_mentions, name="conversation-mentions"
     ),

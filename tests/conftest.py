@@ -57,6 +57,16 @@ def require_redis():
         pytest.skip("needs REDIS_URL and a reachable Redis (run `make test`)")
 
 
+@pytest.fixture
+def english():
+    """For tests that read English messages (the default language is Korean);
+    a turn started inside takes this language too (Turn.language)."""
+    from django.utils import translation
+
+    with translation.override("en"):
+        yield
+
+
 @pytest.fixture(autouse=True)
 def in_process_runtime(request, settings):
     """Unit and integration tests run turns in-process with the in-memory layer;

@@ -112,7 +112,9 @@ def app_db_connect() -> psycopg.Connection:
 
 @pytest.mark.services
 @pytest.mark.django_db(transaction=True)
-def test_the_attempt_is_committed_before_the_customer_database_is_contacted(require_postgres_app_db, django_user_model):
+def test_the_attempt_is_committed_before_the_customer_database_is_contacted(
+    require_postgres_app_db, django_user_model, english
+):
     """When the customer database is first contacted, another connection to
     the app database already sees the committed attempt row."""
     conversation = {}

@@ -11,7 +11,8 @@ from audit.models import ToolCallAudit
 from chat.context import TurnContext
 from chat.executor import execute_tool_call, sanitise_value
 
-pytestmark = pytest.mark.django_db
+# The model-facing refusals read here are the English ones.
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("english")]
 
 
 def ctx_for(user, turn_id=7) -> TurnContext:
@@ -68,7 +69,7 @@ def test_denied_calls_are_refused_before_execution_and_audited(
     personas, who, connection, sql, reason_part, monkeypatch
 ):
     executed = []
-    monkeypatch.setattr("chat.executor.execute_readonly", lambda **kw: executed.append(kw))
+    monkeypatch.setattr("chat.executor.tools.sql.execute_readonly", lambda **kw: executed.append(kw))
     result = run_sql(ctx_for(getattr(personas, who)), connection, sql)
     assert result.outcome == "denied"
     assert json.loads(result.content)["error"].startswith("refused:")
@@ -104,7 +105,7 @@ def test_exception_inside_a_check_refuses(personas, monkeypatch):
     def boom(*args, **kwargs):
         raise RuntimeError("bug")
 
-    monkeypatch.setattr("chat.executor.tables_not_granted", boom)
+    monkeypatch.setattr("chat.executor.tools.sql.tables_not_granted", boom)
     result = run_sql(ctx_for(personas.staff), "sales", "SELECT * FROM customers")
     assert result.outcome == "denied"
     assert ToolCallAudit.objects.get().outcome == "denied"

@@ -12,7 +12,7 @@ import pytest
 from governance.sql.execute import QueryError, execute_readonly, scrub_error_message, statement_words
 from tests.support.governed import governed_connection
 
-pytestmark = [pytest.mark.django_db, pytest.mark.services]
+pytestmark = [pytest.mark.django_db, pytest.mark.services, pytest.mark.usefixtures("english")]
 
 NAME = "김민준"
 PHONE = "010-1234-5678"

@@ -299,8 +299,8 @@ def no_parsing(monkeypatch):
     def parse(*args, **kwargs):
         raise AssertionError("an oversize argument reached the parser")
 
-    monkeypatch.setattr("chat.executor._parse_arguments", parse)
-    monkeypatch.setattr("chat.executor._name_of", parse)
+    monkeypatch.setattr("chat.executor.pipeline.parse_arguments", parse)
+    monkeypatch.setattr("chat.executor.registry.Registry.find", parse)
 
 
 @pytest.mark.django_db

@@ -282,7 +282,7 @@ def test_no_lineage_at_all_masks_every_column(world, monkeypatch):
     from chat.context import TurnContext
     from chat.executor import execute_tool_call
 
-    monkeypatch.setattr("chat.executor.classify_outputs", lambda *args, **kwargs: [])
+    monkeypatch.setattr("chat.executor.tools.sql.classify_outputs", lambda *args, **kwargs: [])
     conversation = conversation_create(owner=world["user"])
     ctx = TurnContext(
         user_id=world["user"].pk,

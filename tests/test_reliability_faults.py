@@ -20,6 +20,7 @@ DSN points at a canary listener that counts every connection made to it.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import time
@@ -296,7 +297,12 @@ def test_huge_answer_and_huge_tool_argument_keep_the_worker_memory_bounded(world
     assert (row.outcome, row.call_outcome, row.tool) == (Outcome.DENIED, Outcome.DENIED, "run_sql")
     assert "arguments longer than" in row.reason
     told = world.stack.fake.requests[-1]["messages"][-1]
-    assert told["role"] == "tool" and "send a shorter call" in told["content"]
+    refused = in_turn_language(
+        events[-1]["turn_id"],
+        "arguments longer than %(limit)s characters; send a shorter call",
+        limit=settings.OWLAI_TOOL_ARGUMENT_MAX_CHARS,
+    )
+    assert told["role"] == "tool" and refused in json.loads(told["content"])["error"]
     sent = max(fake.wait_sent(seen + 1)[seen:])
     assert sent < 8 * MiB
 
@@ -379,7 +385,8 @@ def test_nul_bytes_and_lone_surrogates_in_a_refused_delete_are_recorded_sanitise
     assert (row.outcome, row.call_outcome) == (Outcome.DENIED, Outcome.DENIED)
     assert row.sql_text == "DELETE FROM customers WHERE name = 'a\ufffdb\ufffdc' /* \ufffd */"
     told = world.stack.fake.requests[-1]["messages"][-1]
-    assert told["role"] == "tool" and "not a read-only query" in told["content"]
+    refused = in_turn_language(events[-1]["turn_id"], "not a read-only query: %(reason)s", reason="").strip()
+    assert told["role"] == "tool" and refused in json.loads(told["content"])["error"]
     assert world.stack.customer_db.fingerprint() == before
     world.works_again()
     assert_no_query_ran_unrecorded(requested=world.counter.tool_calls)

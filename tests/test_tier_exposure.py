@@ -31,7 +31,7 @@ from governance.services import db_connection_set_stored_dsn, feature_default_se
 from owlai.install_config import parse_install_config
 from tests.support.fake_llm import FakeLLMServer, Reply, text, tool_call
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("english")]
 
 HR_NAME = "hr_internal"
 HR_SUMMARY = "인사 DB — 임직원 연봉·평가"
@@ -170,8 +170,10 @@ def test_public_conversation_never_carries_internal_only_resources(world, fake):
     assert tool_results["c4"]["error"] == "refused: no collection of that name is available"
     rows = {row.resource_name: row for row in ToolCallAudit.objects.all()}
     assert rows[HR_NAME].outcome == "denied" and rows["no_such_db"].outcome == "denied"
-    assert rows[HR_DOCS].outcome == "denied" and rows["policies"].outcome == "success"
-    assert rows["policies"].row_count == 1 and rows["policies"].sql_text == ""
+    assert rows[HR_DOCS].outcome == "denied" and rows["policies"].call_outcome == "success"
+    # A search, like every tool, records its attempt before it runs, then its outcome.
+    assert rows["policies"].outcome == "started"
+    assert rows["policies"].call_row_count == 1 and rows["policies"].sql_text == ""
 
 
 def test_the_same_conversation_on_the_private_tier_sees_them(world, fake):

@@ -15,7 +15,7 @@ from governance.services import feature_default_set, install_config_sync
 from owlai.install_config import parse_install_config
 from tests.support.fake_llm import FakeLLMServer, text, tool_call
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("english")]
 
 
 @pytest.fixture

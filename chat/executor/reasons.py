@@ -1,0 +1,69 @@
+"""Messages of the executor that reach people: refusals and failures.
+
+A reason is kept as its English message id and parameters and rendered
+twice: in the turn's language for the model (which relays it to the user;
+the worker activates that language) and in English, the source language, for
+the audit row, so the record reads the same whoever made the call and can be
+searched by its words. Message ids are marked with gettext_noop where they
+are written, so makemessages finds them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from django.utils.translation import gettext
+
+
+class Reason:
+    """`Reason(gettext_noop("no permission to read table(s): %(tables)s"), tables=...)`."""
+
+    __slots__ = ("msgid", "params")
+
+    def __init__(self, msgid: str, **params: object) -> None:
+        self.msgid = msgid
+        self.params: Mapping[str, object] = params
+
+    def __repr__(self) -> str:
+        return f"Reason({self.for_audit()!r})"
+
+    def for_audit(self) -> str:
+        if not self.params:
+            return self.msgid
+        return self.msgid % {k: v.for_audit() if isinstance(v, Reason) else v for k, v in self.params.items()}
+
+    def for_model(self) -> str:
+        text = gettext(self.msgid)
+        if not self.params:
+            return text
+        return text % {k: v.for_model() if isinstance(v, Reason) else v for k, v in self.params.items()}
+
+
+class Refused(Exception):
+    """A stage refused the call; nothing ran. `reason` is what the model is
+    told (translated) and the audit row records (English)."""
+
+    def __init__(self, reason: Reason) -> None:
+        super().__init__(reason.for_audit())
+        self.reason = reason
+
+
+class Unavailable(Exception):
+    """The visibility stage found no resource of the name the call asked for
+    that this turn may use. Missing, not granted and hidden read the same to
+    the model (the tool's `unavailable` reason, which never echoes the name);
+    the audit row records the name asked for."""
+
+    def __init__(self, asked: str) -> None:
+        super().__init__(asked)
+        self.asked = asked
+
+
+class ToolFailed(Exception):
+    """The tool ran and failed. `reason` is value-free (the pipeline still
+    masks it): it goes to the audit outcome and, after the tool's own
+    failure words, to the model."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason

@@ -1,0 +1,347 @@
+"""run_sql: one read-only query on a company database.
+
+Its parts of the pipeline:
+
+    VISIBILITY  the connection and the user's merged grant (one query)
+    CHECKS      one read-only statement (allowlisted functions); only granted
+                tables; this conversation's tokens in string literals become
+                originals in the parsed tree, the rendering is checked again
+                and is what runs; a query whose row count personal data
+                decides is refused (masking hides values, not counts)
+    RUN         the connection's account may only read (after the attempt
+                row: the check queries the customer database); then the
+                query, with pinned session settings, timeout and row cap;
+                errors come back value-free (quoted parts elided)
+    SHAPING     lineage: every output column derived from personal data is
+                masked whole; labels the server derived from re-identified
+                text are replaced
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import time
+from dataclasses import replace
+
+from django.utils.translation import gettext, gettext_noop
+
+from chat.executor.pipeline import Call, Lineage, Offer, Output, Target
+from chat.executor.policy import ALWAYS_ALLOW
+from chat.executor.reasons import Reason, Refused, ToolFailed
+from governance.models import DbConnection
+from governance.pii.known_values import EMPTY, KnownValues
+from governance.pii.lineage import classify_outputs, rows_read_pii
+from governance.pii.masking import MaskCounts, Vault, mask_rows, mask_with
+from governance.pii.reidentify import Reidentified, ReidentifyError, reidentify_sql
+from governance.schema_analysis import classification_schema, mask_stats_record
+from governance.services import GovernanceError, db_connection_dsn
+from governance.sql.dialects import configured_schemas
+from governance.sql.execute import QueryError, account_risks, execute_readonly, statement_words
+from governance.sql.guard import analyse_sql
+from governance.sql.table_access import tables_not_granted
+from governance.visibility import DbAccess, db_access
+
+logger = logging.getLogger(__name__)
+
+RUN_SQL = "run_sql"
+
+
+class RunSql:
+    name = RUN_SQL
+    resource_kind = "db_connection"
+    target_argument = "connection"
+    result_key = "connection"
+    # The same words whether the connection does not exist, is not granted,
+    # or is hidden from this turn's tier, and without echoing the name: a
+    # refusal must not confirm that a hidden resource exists.
+    unavailable = Reason(gettext_noop("no connection of that name is available"))
+    failed = Reason(gettext_noop("query failed"))
+    policy = ALWAYS_ALLOW
+
+    def definition(self, offer: Offer) -> dict | None:
+        connections = offer.resources.connections
+        if not connections:
+            return None
+        return {
+            "type": "function",
+            "function": {
+                "name": RUN_SQL,
+                "description": (
+                    "Run one read-only SQL query on a company database and get the rows back. "
+                    "Use the database's own SQL dialect. Prefer aggregating in SQL over fetching rows. "
+                    "Results are capped; personal data columns should not be selected without need."
+                ),
+                "parameters": {
+                    "type": "object",
+                    "properties": {
+                        "connection": {
+                            "type": "string",
+                            "description": "Name of the database connection.",
+                            "enum": [c.name for c in connections],
+                        },
+                        "sql": {"type": "string", "description": "A single SELECT (or WITH ... SELECT) statement."},
+                    },
+                    "required": ["connection", "sql"],
+                },
+            },
+        }
+
+    def audit_statement(self, args: dict) -> str:
+        # The SQL as the model wrote it: tokens, never the originals.
+        sql = args.get("sql")
+        return sql if isinstance(sql, str) else ""
+
+    def resolve(self, ctx, name: str) -> Target | None:
+        access = db_access(user_id=ctx.user_id, tier=ctx.tier, connection_name=name)
+        if access is None:
+            return None
+        return Target(name=access.connection.name, pk=access.connection.pk, resource=access)
+
+    def check(self, call: Call) -> None:
+        access: DbAccess = call.target.resource
+        connection, sql = access.connection, call.statement
+        if not sql.strip():
+            raise Refused(Reason(gettext_noop("sql is empty")))
+        dialect = connection.sql_dialect
+        verdict = analyse_sql(sql, dialect)
+        call.tables = verdict.tables
+        if not verdict.allowed:
+            raise Refused(Reason(gettext_noop("not a read-only query: %(reason)s"), reason=verdict.reason))
+        missing = tables_not_granted(call.tables, access.scope, dialect)
+        if missing:
+            raise Refused(Reason(gettext_noop("no permission to read table(s): %(tables)s"), tables=", ".join(missing)))
+        executed = _reidentified(sql, dialect, call.vault, call.tables)
+        # Masking hides values, not how many rows came back: a query whose
+        # row count personal data decides is refused before it runs.
+        schema = classification_schema(connection=connection, revision=access.classification_revision)
+        if rows_read_pii(executed.sql, dialect, schema, tainted_literals=executed.substituted):
+            raise Refused(
+                Reason(
+                    gettext_noop(
+                        "personal data would decide how many rows this query returns; count or aggregate instead"
+                    )
+                )
+            )
+        call.state.update(executed=executed, schema=schema, dsn=db_connection_dsn(connection=connection))
+
+    def prepare(self, call: Call) -> None:
+        _require_read_only_account(call.target.resource.connection.engine, call.state["dsn"])
+
+    def run(self, call: Call) -> Output:
+        connection: DbConnection = call.target.resource.connection
+        executed: Reidentified = call.state["executed"]
+        sql, dialect = call.statement, connection.sql_dialect
+        try:
+            result = execute_readonly(
+                engine=connection.engine,
+                dsn=call.state["dsn"],
+                sql=executed.sql,
+                row_cap=connection.row_cap,
+                timeout_ms=connection.statement_timeout_ms,
+                schemas=connection_schemas(connection),
+                # An error may quote back the statement's identifiers, never its literals.
+                allowed_words=lambda: statement_words(sql, dialect),
+            )
+        except (QueryError, GovernanceError) as exc:
+            raise ToolFailed(str(exc)) from exc
+        call.state["columns"] = result.columns
+        payload = {"columns": _labels(result.columns, executed, sql, dialect), "rows": result.rows}
+        if result.truncated:
+            payload["note"] = gettext("only the first %(cap)s rows are shown; aggregate in SQL instead") % {
+                "cap": connection.row_cap
+            }
+        return Output(
+            payload=payload,
+            facts={"row_count": len(result.rows), "truncated": result.truncated},
+            row_count=len(result.rows),
+            items="rows",
+        )
+
+    def lineage(self, call: Call, output: Output) -> Lineage:
+        access: DbAccess = call.target.resource
+        executed: Reidentified = call.state["executed"]
+        kinds, origins = column_kinds(
+            access.connection,
+            executed.sql,
+            call.state["columns"],
+            schema=call.state["schema"],
+            tainted_literals=executed.substituted,
+        )
+        return Lineage(key="rows", kinds=kinds, origins=origins, record=_stats_recorder(access.connection))
+
+
+def _stats_recorder(connection: DbConnection):
+    def record(counts: MaskCounts) -> None:
+        try:
+            mask_stats_record(connection_id=connection.pk, counts=counts)
+        except Exception:
+            logger.exception("masking statistics could not be recorded")  # statistics only; masking already done
+
+    return record
+
+
+def _labels(columns: list[str], executed: Reidentified, sql: str, dialect: str) -> list[str]:
+    """The result's column labels for the model. A server labels an unaliased
+    expression with its text (MySQL, SQLite), cut at some length: after
+    re-identification that text holds originals, possibly cut where known
+    values cannot recognise them. Then only labels the model wrote itself
+    are kept; the others become column1, column2, ..."""
+    if not executed.changed:
+        return columns
+    words = statement_words(sql, dialect)
+    return [label if label.casefold() in words else f"column{index}" for index, label in enumerate(columns, 1)]
+
+
+def _reidentified(sql: str, dialect: str, vault: Vault, tables: tuple[str, ...]) -> Reidentified:
+    """This conversation's tokens in string literals become originals in the
+    parsed tree; the rendering is checked again and is what runs."""
+    try:
+        executed = reidentify_sql(sql, dialect, vault.original_for)
+    except ReidentifyError as error:
+        raise Refused(Reason("%(error)s", error=str(error))) from error
+    if executed.changed:
+        again = analyse_sql(executed.sql, dialect)
+        if not again.allowed or set(again.tables) != set(tables):
+            raise Refused(
+                Reason(
+                    gettext_noop(
+                        "the query with the masked values filled in did not pass the checks; compare with the value "
+                        "differently (e.g. without a trailing backslash)"
+                    )
+                )
+            )
+    return executed
+
+
+# Account hygiene is checked once per DSN per process for this long: a DBA
+# who grants superuser later is caught within minutes, without a query per call.
+_ACCOUNT_CHECK_SECONDS = 300
+_ACCOUNT_CHECKS: dict[str, tuple[float, tuple[str, ...]]] = {}
+
+
+def _require_read_only_account(engine: str, dsn: str) -> None:
+    key = hashlib.sha256(f"{engine}\x00{dsn}".encode()).hexdigest()
+    checked = _ACCOUNT_CHECKS.get(key)
+    if checked is None or time.monotonic() - checked[0] > _ACCOUNT_CHECK_SECONDS:
+        try:
+            risks = tuple(account_risks(engine=engine, dsn=dsn))
+        except QueryError as error:
+            raise Refused(
+                Reason(
+                    gettext_noop("the connection's account could not be checked (%(error)s)"),
+                    error=error.error_class or "error",
+                )
+            ) from error
+        _ACCOUNT_CHECKS[key] = checked = (time.monotonic(), risks)
+    if checked[1]:
+        raise Refused(
+            Reason(
+                gettext_noop(
+                    "the connection's database account may do more than read (%(risks)s); "
+                    "an admin must give it an account with only SELECT on its schemas"
+                ),
+                risks=", ".join(checked[1]),
+            )
+        )
+
+
+def connection_schemas(connection: DbConnection) -> tuple[str, ...]:
+    """The schemas the connection's unqualified names resolve to (PostgreSQL's
+    pinned search_path): exactly those a whole-database grant covers."""
+    return configured_schemas(connection.sql_dialect, connection.schemas)
+
+
+def column_kinds(
+    connection: DbConnection,
+    sql: str,
+    columns: list[str],
+    *,
+    schema: dict[str, dict[str, str | None]],
+    tainted_literals: dict[str, str] | None = None,
+) -> tuple[dict[int, str], dict[int, tuple[str, str]]]:
+    """Which output columns are masked whole, and where each came from.
+    Columns derived from personal data (lineage taint, including the
+    originals substituted into `sql`, the statement that ran) are masked
+    whole. Lineage failures mask more, never less."""
+    outputs = aligned_outputs(
+        classify_outputs(
+            sql,
+            connection.sql_dialect,
+            schema,
+            n_columns=len(columns),
+            tainted_literals=tainted_literals,
+        ),
+        columns,
+    )
+    kinds = {o.index: o.pii_kind for o in outputs if o.pii_kind}
+    if len(outputs) != len(columns):
+        # No usable lineage at all: mask every column when the connection has
+        # any personal-data column (when in doubt, mask).
+        doubt = next((kind for table in schema.values() for kind in table.values() if kind), None)
+        if doubt:
+            kinds = dict.fromkeys(range(len(columns)), doubt)
+    origins = {o.index: o.sources[0] for o in outputs if o.sources}
+    return kinds, origins
+
+
+def mask_sql_rows(
+    ctx,
+    connection: DbConnection,
+    sql: str,
+    columns: list[str],
+    rows: list,
+    vault: Vault,
+    *,
+    revision: str | None = None,
+    known: KnownValues = EMPTY,
+    tainted_literals: dict[str, str] | None = None,
+    schema: dict[str, dict[str, str | None]] | None = None,
+) -> list:
+    """The rows of one result masked as the shaping stage masks them (for
+    callers outside a tool call, e.g. bench/executor.py)."""
+    if schema is None:
+        schema = classification_schema(connection=connection, revision=revision)
+    kinds, origins = column_kinds(connection, sql, columns, schema=schema, tainted_literals=tainted_literals)
+    counts = MaskCounts()
+    masked = mask_with(
+        vault,
+        lambda v, c: mask_rows(rows, column_kinds=kinds, column_origins=origins, vault=v, counts=c, known=known),
+        counts,
+    )
+    if counts:
+        _stats_recorder(connection)(counts)
+    return masked
+
+
+def aligned_outputs(outputs: list, columns: list[str]) -> list:
+    """Lineage predicts the output columns; the database says what came back.
+    When the two disagree (e.g. a schema that changed since the analysis),
+    map by name, and where a name is unknown or ambiguous mask the column if
+    the query touched any personal data at all (when in doubt, mask)."""
+    if [o.name.lower() for o in outputs] == [c.lower() for c in columns]:
+        return outputs
+    doubt_kind = next((o.pii_kind for o in outputs if o.pii_kind), None)
+    by_name: dict[str, list] = {}
+    for output in outputs:
+        by_name.setdefault(output.name.lower(), []).append(output)
+    aligned = []
+    for index, column in enumerate(columns):
+        candidates = by_name.get(column.lower(), [])
+        kinds = {c.pii_kind for c in candidates}
+        if len(candidates) >= 1 and len(kinds) == 1:
+            aligned.append(replace(candidates[0], index=index))
+        else:
+            aligned.append(
+                replace(
+                    outputs[0],
+                    index=index,
+                    name=column,
+                    pii_kind=doubt_kind,
+                    sources=(),
+                    reason="output not matched to lineage; masked when in doubt",
+                )
+                if outputs
+                else None
+            )
+    return [a for a in aligned if a is not None]

@@ -1,0 +1,372 @@
+"""Every registered tool passes every stage of the executor's pipeline, in
+order; a refused call stops before anything runs and leaves one denied row;
+whatever a tool's run returns is shaped before the model sees it. The test
+walks the registry: a new tool without an example here fails it."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from audit.models import ToolCallAudit
+from chat.executor import REGISTRY, STAGES, Output, Stage, traced
+from chat.executor.policy import ApprovalSuspends, Decision, set_approval_gate
+from chat.executor.reasons import Reason
+from chat.executor.registry import IncompleteTool, Registry
+from tests.support.tool_world import tool_world
+
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("english")]
+
+PHONE = "010-7777-8888"
+SECRET_URL = "https://user:hunter2@files.example.com/report.pdf"
+
+# For each tool: (an allowed call, a call its own checks refuse, a call whose
+# target does not exist or may not be seen), as functions of the world.
+EXAMPLES = {
+    "run_sql": (
+        lambda w: {"connection": "sales", "sql": "SELECT city, count(*) FROM customers GROUP BY city"},
+        lambda w: {"connection": "sales", "sql": "DELETE FROM customers"},
+        lambda w: {"connection": "hr_secret", "sql": "SELECT 1"},
+    ),
+    "search_documents": (
+        lambda w: {"collection": "manuals", "query": "환불"},
+        lambda w: {"collection": "manuals", "query": "   "},
+        lambda w: {"collection": "no_such_collection", "query": "환불"},
+    ),
+    "read_spill": (
+        lambda w: {"file": w.spill()["spilled"]["file"], "offset": 1, "limit": 2},
+        lambda w: {"file": w.spill()["spilled"]["file"], "offset": -1},
+        lambda w: {"file": "../../../etc/passwd"},
+    ),
+}
+TOOLS = sorted(EXAMPLES)
+
+
+@pytest.fixture
+def world(personas, settings, tmp_path):
+    return tool_world(personas, settings, tmp_path)
+
+
+def tool(name):
+    return next(t for t in REGISTRY.tools() if t.name == name)
+
+
+def stages_of(seen, name) -> list[Stage]:
+    return [stage for tool_name, stage in seen if tool_name == name]
+
+
+def rows_of(world, name) -> list[ToolCallAudit]:
+    return list(ToolCallAudit.objects.filter(conversation_id=world.conversation.pk, tool=name).order_by("id"))
+
+
+def test_every_registered_tool_has_examples_here():
+    assert [t.name for t in REGISTRY.tools()] == ["run_sql", "search_documents", "read_spill"]
+    assert {t.name for t in REGISTRY.tools()} == set(EXAMPLES)
+
+
+@pytest.mark.parametrize("name", TOOLS)
+def test_an_allowed_call_passes_every_stage_in_order(world, name):
+    arguments = EXAMPLES[name][0](world)
+    with traced() as seen:
+        payload, outcome = world.call(name, arguments)
+    assert outcome == "success", payload
+    assert stages_of(seen, name) == list(STAGES)
+    row = rows_of(world, name)[-1]
+    # The attempt was recorded before it ran; the outcome is a second record.
+    assert (row.outcome, row.call_outcome) == ("started", "success")
+    assert row.resource_kind == tool(name).resource_kind
+
+
+@pytest.mark.parametrize("name", TOOLS)
+def test_a_call_refused_by_its_checks_stops_before_the_attempt(world, name, monkeypatch):
+    arguments = EXAMPLES[name][1](world)
+    ran = []
+    monkeypatch.setattr(tool(name), "run", lambda call: ran.append(call))
+    with traced() as seen:
+        payload, outcome = world.call(name, arguments)
+    assert outcome == "denied" and payload["error"].startswith("refused:")
+    assert stages_of(seen, name) == [Stage.VISIBILITY, Stage.POLICY, Stage.CHECKS]
+    assert ran == []
+    assert [r.outcome for r in rows_of(world, name)][-1] == "denied"
+
+
+@pytest.mark.parametrize("name", TOOLS)
+def test_a_hidden_or_missing_target_is_refused_at_visibility(world, name, monkeypatch):
+    arguments = EXAMPLES[name][2](world)
+    monkeypatch.setattr(tool(name), "run", lambda call: pytest.fail("ran"))
+    with traced() as seen:
+        payload, outcome = world.call(name, arguments)
+    assert outcome == "denied"
+    assert stages_of(seen, name) == [Stage.VISIBILITY]
+    assert payload["error"] == f"refused: {tool(name).unavailable.for_model()}"
+    (row,) = rows_of(world, name)
+    assert row.outcome == "denied" and row.resource_id is None
+
+
+class _Deny:
+    def decide(self, call):
+        return Decision.deny(Reason("blocked by the install's tool policy"))
+
+
+class _NeedsApproval:
+    def decide(self, call):
+        return Decision.needs_approval()
+
+
+@pytest.mark.parametrize("name", TOOLS)
+def test_the_policy_stage_refuses_before_the_checks(world, name, monkeypatch):
+    arguments = EXAMPLES[name][0](world)
+    monkeypatch.setattr(tool(name), "policy", _Deny())
+    monkeypatch.setattr(tool(name), "check", lambda call: pytest.fail("checked"))
+    with traced() as seen:
+        payload, outcome = world.call(name, arguments)
+    assert outcome == "denied" and "blocked by the install's tool policy" in payload["error"]
+    assert stages_of(seen, name) == [Stage.VISIBILITY, Stage.POLICY]
+    assert rows_of(world, name)[-1].reason == "blocked by the install's tool policy"
+
+
+@pytest.mark.parametrize("name", TOOLS)
+def test_needs_approval_without_a_gate_is_denied_and_a_gate_may_suspend(world, name, monkeypatch):
+    arguments = EXAMPLES[name][0](world)
+    before = len(rows_of(world, name))
+    monkeypatch.setattr(tool(name), "policy", _NeedsApproval())
+    payload, outcome = world.call(name, arguments)
+    assert outcome == "denied" and "approval" in payload["error"]
+
+    class Suspend:
+        def request(self, call, decision):
+            raise ApprovalSuspends(call.tool.name)
+
+    set_approval_gate(Suspend())
+    try:
+        with pytest.raises(ApprovalSuspends):
+            world.call(name, arguments)
+    finally:
+        set_approval_gate(None)
+    # Denied once (a row); suspended: nothing ran and nothing was recorded yet.
+    assert [r.outcome for r in rows_of(world, name)[before:]] == ["denied"]
+
+    class Approve:
+        def request(self, call, decision):
+            return Decision.allow()
+
+    set_approval_gate(Approve())
+    try:
+        assert world.call(name, arguments)[1] == "success"
+    finally:
+        set_approval_gate(None)
+
+
+@pytest.mark.parametrize("name", TOOLS)
+def test_a_crash_in_a_check_refuses(world, name, monkeypatch):
+    arguments = EXAMPLES[name][0](world)
+
+    def crash(call):
+        raise RuntimeError("bug")
+
+    monkeypatch.setattr(tool(name), "check", crash)
+    payload, outcome = world.call(name, arguments)
+    assert outcome == "denied"
+    assert rows_of(world, name)[-1].reason == "internal error during checks"
+
+
+@pytest.mark.parametrize("name", TOOLS)
+def test_no_attempt_row_means_nothing_runs(world, name, monkeypatch):
+    from audit.services import AuditWriteError
+
+    arguments = EXAMPLES[name][0](world)
+    monkeypatch.setattr(tool(name), "run", lambda call: pytest.fail("ran without its attempt row"))
+
+    def refuse(row):
+        raise RuntimeError("audit table locked")
+
+    monkeypatch.setattr("audit.services._insert", refuse)
+    with traced() as seen, pytest.raises(AuditWriteError):
+        world.call(name, arguments)
+    assert stages_of(seen, name)[-1] is Stage.ATTEMPT
+
+
+@pytest.mark.parametrize("name", TOOLS)
+def test_a_crash_while_running_is_a_failed_outcome(world, name, monkeypatch):
+    arguments = EXAMPLES[name][0](world)
+
+    def crash(call):
+        raise RuntimeError(f"boom {PHONE}")
+
+    monkeypatch.setattr(tool(name), "run", crash)
+    payload, outcome = world.call(name, arguments)
+    assert outcome == "failed" and PHONE not in json.dumps(payload)
+    row = rows_of(world, name)[-1]
+    assert row.call_outcome == "failed" and PHONE not in row.call_reason
+
+
+@pytest.mark.parametrize("name", TOOLS)
+def test_whatever_a_tool_returns_is_shaped(world, name, monkeypatch):
+    """A tool cannot hand the model anything unshaped: its output goes
+    through binary markers, URL references, known values and detectors."""
+    arguments = EXAMPLES[name][0](world)
+    real_run = tool(name).run
+
+    def leaky(call):
+        output = real_run(call)
+        output.payload["extra"] = {f"memo {PHONE}": [b"\x00\x01", f"see {SECRET_URL}"]}
+        return output
+
+    monkeypatch.setattr(tool(name), "run", leaky)
+    payload, outcome = world.call(name, arguments)
+    assert outcome == "success"
+    text = json.dumps(payload, ensure_ascii=False)
+    assert PHONE not in text and "hunter2" not in text
+    (key, values), *_ = payload["extra"].items()
+    assert key.startswith("memo [전화번호-") and values[0] == "<binary 2 bytes>"
+    assert values[1].startswith("see [URL-")
+
+
+@pytest.mark.parametrize("name", TOOLS)
+def test_facts_are_numbers_or_flags_only(world, name, monkeypatch):
+    arguments = EXAMPLES[name][0](world)
+    real_run = tool(name).run
+
+    def smuggling(call):
+        output = real_run(call)
+        output.facts["note"] = PHONE
+        return output
+
+    monkeypatch.setattr(tool(name), "run", smuggling)
+    with pytest.raises(TypeError):
+        world.call(name, arguments)
+
+
+def test_an_incomplete_tool_cannot_be_registered():
+    class NoRun:
+        name = "half_built"
+        resource_kind = "x"
+        target_argument = None
+        result_key = "x"
+        unavailable = failed = Reason("x")
+        policy = _Deny()
+
+        def definition(self, offer):
+            return None
+
+        def audit_statement(self, args):
+            return ""
+
+        def resolve(self, ctx, name):
+            return None
+
+        def check(self, call):
+            pass
+
+        def prepare(self, call):
+            pass
+
+        def lineage(self, call, output):
+            return None
+
+    with pytest.raises(IncompleteTool, match="run"):
+        Registry().register(NoRun())
+    with pytest.raises(ValueError, match="already registered"):
+        REGISTRY.register(tool("run_sql"))
+
+
+class _Echo:
+    """A tool handed out by a source (as connectors will be): the same stages."""
+
+    name = "echo_note"
+    resource_kind = "connector"
+    target_argument = None
+    result_key = "connector"
+    unavailable = Reason("no such connector")
+    failed = Reason("echo failed")
+
+    def __init__(self, policy):
+        self.policy = policy
+
+    def definition(self, offer):
+        return {"type": "function", "function": {"name": self.name, "parameters": {"type": "object"}}}
+
+    def audit_statement(self, args):
+        return ""  # connector arguments are never recorded
+
+    def resolve(self, ctx, name):
+        from chat.executor import Target
+
+        return Target(name="notes", pk=None, resource=None)
+
+    def check(self, call):
+        pass
+
+    def prepare(self, call):
+        pass
+
+    def run(self, call):
+        return Output(payload={"text": f"call {call.args.get('who')} at {PHONE}"}, row_count=1)
+
+    def lineage(self, call, output):
+        return None
+
+
+class _Source:
+    def __init__(self, tool):
+        self.tool = tool
+
+    def find(self, ctx, name):
+        return self.tool if name == self.tool.name else None
+
+    def definitions(self, offer):
+        return [self.tool.definition(offer)]
+
+    def tools(self, ctx):
+        return [self.tool]
+
+
+@pytest.fixture
+def echo_source():
+    from chat.executor.policy import ALWAYS_ALLOW
+
+    source = REGISTRY.add_source(_Source(_Echo(ALWAYS_ALLOW)))
+    yield source
+    REGISTRY._sources.remove(source)
+
+
+def test_a_tool_from_a_source_passes_the_same_stages(world, echo_source):
+    assert "echo_note" in [t.name for t in REGISTRY.tools(world.context())]
+    with traced() as seen:
+        payload, outcome = world.call("echo_note", {"who": "민준"})
+    assert outcome == "success" and stages_of(seen, "echo_note") == list(STAGES)
+    assert PHONE not in payload["text"] and payload["connector"] == "notes"
+    (row,) = rows_of(world, "echo_note")
+    assert row.call_outcome == "success" and row.sql_text == "" and "민준" not in json.dumps(row.reason)
+
+
+def test_an_incomplete_tool_from_a_source_is_an_unknown_tool(world):
+    from chat.executor.policy import ALWAYS_ALLOW
+
+    class Broken(_Echo):
+        run = None  # the source hands out a tool without a run
+
+    source = REGISTRY.add_source(_Source(Broken(ALWAYS_ALLOW)))
+    try:
+        payload, outcome = world.call("echo_note", {})
+    finally:
+        REGISTRY._sources.remove(source)
+    assert outcome == "denied" and "unknown tool" in payload["error"]
+
+
+@pytest.mark.parametrize("name", TOOLS)
+def test_the_model_reads_the_turns_language_the_audit_reads_english(world, name):
+    """The worker runs a turn in its user's language: refusals reach the
+    model (and through it the user) in that language, while the audit row
+    keeps the English words, the same whoever made the call."""
+    from django.utils import translation
+
+    with translation.override("ko"):
+        payload, outcome = world.call(name, EXAMPLES[name][2](world))
+    assert outcome == "denied"
+    unavailable = tool(name).unavailable
+    with translation.override("ko"):
+        assert payload["error"] == f"거부됨: {unavailable.for_model()}"
+        assert unavailable.for_model() != unavailable.msgid  # really translated
+    assert rows_of(world, name)[-1].reason == unavailable.msgid
