@@ -5,8 +5,9 @@ resource contributes nothing, not even its name."""
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
-from governance.visibility import TurnResources
+from governance.visibility import TurnResources, visible_resources
 
 _GUIDANCE = (
     "You are OwlAI, an assistant that answers questions about company data. "
@@ -52,3 +53,22 @@ def mentioned_targets(text: str, resources: TurnResources) -> list[str]:
 
 def mention_note(targets: list[str]) -> str:
     return "The user is referring to: " + ", ".join(targets)
+
+
+@dataclass(frozen=True)
+class TurnInputs:
+    """What a turn's model is given before the conversation itself: the
+    resources it may use (and name), the system prompt and the tool schemas."""
+
+    resources: TurnResources
+    system_prompt: str
+    tools: list[dict]
+
+
+def turn_inputs(*, user_id: int, tier: str) -> TurnInputs:
+    """Built only from what `user_id` may see on a `tier` turn now. The turn
+    and the admin's turn preview both call this, so the preview is the turn's."""
+    from chat.tools import tools_for
+
+    resources = visible_resources(user_id=user_id, tier=tier)
+    return TurnInputs(resources=resources, system_prompt=system_prompt(resources), tools=tools_for(resources))

@@ -33,10 +33,8 @@ from chat.context import TurnContext
 from chat.executor import execute_tool_call
 from chat.llm import ModelError, client_for
 from chat.models import Conversation, Message, MessageRole, Turn, TurnEvent, TurnStatus
-from chat.prompt import mention_note, mentioned_targets, system_prompt
-from chat.tools import tools_for
+from chat.prompt import mention_note, mentioned_targets, turn_inputs
 from governance.models import Feature, FeatureDefault, LlmModel, Tier
-from governance.visibility import visible_resources
 
 logger = logging.getLogger(__name__)
 
@@ -391,8 +389,9 @@ def _run(turn: Turn) -> None:
     )
 
     # 3. Everything the model sees is built from the visible resources only.
-    resources = visible_resources(user_id=ctx.user_id, tier=ctx.tier)
-    messages = [{"role": "system", "content": system_prompt(resources)}, *_history(conversation, turn)]
+    inputs = turn_inputs(user_id=ctx.user_id, tier=ctx.tier)
+    resources = inputs.resources
+    messages = [{"role": "system", "content": inputs.system_prompt}, *_history(conversation, turn)]
     user_text = messages[-1]["content"] if messages[-1]["role"] == "user" else ""
     targets = mentioned_targets(user_text, resources)
     if targets:
@@ -410,7 +409,7 @@ def _run(turn: Turn) -> None:
             ctx=ctx,
             client=client,
             messages=messages,
-            tools=tools_for(resources),
+            tools=inputs.tools,
             execute=execute_tool_call,
             emit=emit,
             max_steps=settings.OWLAI_AGENT_MAX_STEPS,
