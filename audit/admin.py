@@ -79,8 +79,13 @@ class ReadOnlyAdmin(admin.ModelAdmin):
     either (admin/audit/change_form.html drops the button; the URL is gone)."""
 
     show_full_result_count = False
+    # Facet counts are one COUNT per filter choice over the whole table.
+    show_facets = admin.ShowFacets.NEVER
     list_per_page = 50
     paginator = CappedCountPaginator
+
+    class Media:
+        css = {"all": ["audit/audit_admin.css"]}
 
     def has_add_permission(self, request) -> bool:
         return False
@@ -251,17 +256,19 @@ class CallOutcomeMixin:
 
     @admin.display(description=_lazy("rows returned"), ordering="line_row_count")
     def rows_of_call(self, obj: ToolCallAudit):
-        return _line(obj, "line_row_count", lambda o: o.call_row_count)
+        value = _line(obj, "line_row_count", lambda o: o.call_row_count)
+        return "-" if value is None else value
 
     @admin.display(description=_lazy("reason"))
     def reason_of_call(self, obj: ToolCallAudit) -> str:
-        return _line(obj, "line_reason", lambda o: o.call_reason)
+        return _line(obj, "line_reason", lambda o: o.call_reason) or "-"
 
     @admin.display(description=_lazy("duration (ms)"))
     def duration_of_call(self, obj: ToolCallAudit):
-        return _line(
+        value = _line(
             obj, "line_duration_ms", lambda o: o.outcome_record.duration_ms if o.outcome_record else o.duration_ms
         )
+        return "-" if value is None else value
 
     @admin.display(description=_lazy("outcome recorded at"))
     def outcome_time(self, obj: ToolCallAudit):
@@ -269,23 +276,11 @@ class CallOutcomeMixin:
         return local_iso(record.created_at) if record else "-"
 
 
-# The attempt row's own fields, then the call's outcome (its outcome record's
-# when it has one) in place of the attempt's outcome, reason, rows and duration.
-CALL_READONLY_FIELDS = [
-    *(f.name for f in ToolCallAudit._meta.fields if f.name not in ("outcome", "reason", "row_count", "duration_ms")),
-    "outcome_of_call",
-    "reason_of_call",
-    "rows_of_call",
-    "duration_of_call",
-    "outcome_time",
-]
-
-
 def outcome_label(value) -> str:
     return str(dict(Outcome.choices).get(value, NO_OUTCOME_LABEL if value == NO_OUTCOME else value))
 
 
-def _admin_link(kind: str, object_id, text: str, *, request=None) -> str:
+def _admin_link(kind: str, object_id, text: str) -> str:
     """A link to the live object's admin page when its app registered the kind
     and the object still exists; the plain text otherwise (records outlive
     what they name)."""
@@ -301,23 +296,31 @@ def _admin_link(kind: str, object_id, text: str, *, request=None) -> str:
     return format_html('<a href="{}">{}</a>', url, text) if exists else text
 
 
-# The attempt row's own fields, then the call's outcome (its outcome record's
-# when it has one) in place of the attempt's outcome, reason, rows and
-# duration; its time as ISO 8601 with offset and its conversation as a link
-# to the conversation's metadata page.
-CALL_READONLY_FIELDS = [
+# The detail page of a call, in reading order: who, what, where, then the
+# call's outcome (its outcome record's when it has one, in place of the
+# attempt row's own outcome, reason, rows and duration), then the SQL. Times
+# as ISO 8601 with offset, kinds in words, the conversation as a link to its
+# metadata page.
+CALL_DETAIL_FIELDS = [
     "time",
-    *(
-        f.name
-        for f in ToolCallAudit._meta.fields
-        if f.name not in ("id", "created_at", "outcome", "reason", "row_count", "duration_ms", "conversation_id")
-    ),
+    "actor_username",
+    "actor_id",
+    "tool",
+    "resource_kind_shown",
+    "resource_id",
+    "resource_name",
+    "origin",
+    "origin_ref",
     "conversation",
+    "turn_id",
     "outcome_of_call",
     "reason_of_call",
     "rows_of_call",
     "duration_of_call",
     "outcome_time",
+    "sql_text",
+    "sql_truncated",
+    "tables_read",
 ]
 
 TOOL_CALL_COLUMNS = [
@@ -344,10 +347,19 @@ class ToolCallScreen(CallOutcomeMixin, AuditedViewsMixin, PickerFiltersMixin, Cs
     csv_columns = TOOL_CALL_COLUMNS
     csv_labels = {"line_outcome": outcome_label, "origin": lambda v: str(dict(Origin.choices).get(v, v))}
     search_fields = ("sql_text",)  # see get_search_results: SQL text and table names
-    readonly_fields = CALL_READONLY_FIELDS
+    fields = CALL_DETAIL_FIELDS
+    readonly_fields = CALL_DETAIL_FIELDS
 
     def get_search_results(self, request, queryset, search_term):
         return _search_sql_and_tables(queryset, search_term), False
+
+    @admin.display(description=_lazy("resource kind"))
+    def resource_kind_shown(self, obj: ToolCallAudit) -> str:
+        return resource_kind_label(obj.resource_kind) or "-"
+
+    @admin.display(description=_lazy("tables read"))
+    def tables_read(self, obj: ToolCallAudit) -> str:
+        return ", ".join(str(t) for t in obj.tables or []) or "-"
 
     @admin.display(description=_lazy("conversation"))
     def conversation(self, obj: ToolCallAudit) -> str:
@@ -428,7 +440,7 @@ class AuditEventAdmin(PickerFiltersMixin, CsvExportMixin, ReadOnlyAdmin):
     list_filter = (("created_at", TimeRangeFilter), PeriodFilter, ActorFilter, "kind", ResourceKindFilter)
     search_fields = ("resource_id", "owner_username")
     search_help_text = _lazy("Searches the resource id and the owner's user name.")
-    readonly_fields = [
+    fields = readonly_fields = [
         "time",
         "kind",
         "actor_username",

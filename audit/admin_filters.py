@@ -24,16 +24,11 @@ from django.http import Http404
 from django.urls import NoReverseMatch, path, reverse
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _lazy
-from django.utils.translation import gettext_noop
 from rangefilter.filters import DateTimeRangeFilter
 
 from audit.models import ResourceKind
 from audit.registry import resource_model
 from audit.times import local_iso, zone_label
-
-# django-admin-rangefilter ships no Korean catalogue: its template and
-# placeholders use these strings, translated in ours.
-_RANGEFILTER_STRINGS = (gettext_noop("From date"), gettext_noop("To date"), gettext_noop("Reset"))
 
 
 class PeriodFilter(admin.SimpleListFilter):

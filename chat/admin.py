@@ -48,6 +48,19 @@ class OwnerFilter(PickerFilter):
     field = "owner_id"
 
 
+class DeletedFilter(admin.SimpleListFilter):
+    title = _lazy("deleted by its owner")
+    parameter_name = "deleted"
+
+    def lookups(self, request, model_admin):
+        return [("yes", _lazy("Yes")), ("no", _lazy("No"))]
+
+    def queryset(self, request, queryset):
+        if self.value() in ("yes", "no"):
+            return queryset.filter(deleted_at__isnull=self.value() == "no")
+        return queryset
+
+
 def _count_of(model):
     rows = model.objects.filter(conversation=OuterRef("pk")).order_by().values("conversation")
     return Coalesce(Subquery(rows.annotate(n=Count("pk")).values("n"), output_field=IntegerField()), 0)
@@ -69,13 +82,17 @@ class ConversationAdmin(AuditedViewsMixin, PickerFiltersMixin, admin.ModelAdmin)
         "message_count",
         "deleted",
     )
-    list_filter = (OwnerFilter, "tier", ("deleted_at", admin.EmptyFieldListFilter))
+    list_filter = (OwnerFilter, "tier", DeletedFilter)
     search_fields = ("owner__username",)
     search_help_text = _lazy("Searches the owner's user name.")
     fields = ("conversation", "owner", "tier", "model", "created", "updated", "turn_count", "message_count", "deleted")
     readonly_fields = fields
     show_full_result_count = False
+    show_facets = admin.ShowFacets.NEVER
     list_select_related = ("owner", "model")
+
+    class Media:
+        css = {"all": ["audit/audit_admin.css"]}
 
     def has_add_permission(self, request) -> bool:
         return False
