@@ -30,7 +30,7 @@ from django.utils import timezone
 from django.utils.functional import cached_property
 from django.utils.html import format_html
 from django.utils.translation import gettext as _
-from django.utils.translation import gettext_lazy as _lazy
+from django.utils.translation import gettext_lazy
 
 from audit.admin_filters import (
     ActorFilter,
@@ -99,7 +99,7 @@ class ReadOnlyAdmin(admin.ModelAdmin):
     def history_view(self, request, object_id, extra_context=None):
         raise Http404("append-only records have no change history")
 
-    @admin.display(description=_lazy("time"), ordering="created_at")
+    @admin.display(description=gettext_lazy("time"), ordering="created_at")
     def time(self, obj) -> str:
         return local_iso(obj.created_at)
 
@@ -224,7 +224,7 @@ def with_call_outcome(queryset):
 class CallOutcomeFilter(admin.SimpleListFilter):
     """The call's outcome (see with_call_outcome), not its attempt row's."""
 
-    title = _lazy("outcome")
+    title = gettext_lazy("outcome")
     parameter_name = "outcome__exact"  # the URL of the former field filter keeps working
 
     def lookups(self, request, model_admin):
@@ -250,27 +250,27 @@ class CallOutcomeMixin:
     def get_queryset(self, request):
         return with_call_outcome(super().get_queryset(request))
 
-    @admin.display(description=_lazy("outcome"), ordering="line_outcome")
+    @admin.display(description=gettext_lazy("outcome"), ordering="line_outcome")
     def outcome_of_call(self, obj: ToolCallAudit) -> str:
         return outcome_label(_line(obj, "line_outcome", lambda o: o.call_outcome))
 
-    @admin.display(description=_lazy("rows returned"), ordering="line_row_count")
+    @admin.display(description=gettext_lazy("rows returned"), ordering="line_row_count")
     def rows_of_call(self, obj: ToolCallAudit):
         value = _line(obj, "line_row_count", lambda o: o.call_row_count)
         return "-" if value is None else value
 
-    @admin.display(description=_lazy("reason"))
+    @admin.display(description=gettext_lazy("reason"))
     def reason_of_call(self, obj: ToolCallAudit) -> str:
         return _line(obj, "line_reason", lambda o: o.call_reason) or "-"
 
-    @admin.display(description=_lazy("duration (ms)"))
+    @admin.display(description=gettext_lazy("duration (ms)"))
     def duration_of_call(self, obj: ToolCallAudit):
         value = _line(
             obj, "line_duration_ms", lambda o: o.outcome_record.duration_ms if o.outcome_record else o.duration_ms
         )
         return "-" if value is None else value
 
-    @admin.display(description=_lazy("outcome recorded at"))
+    @admin.display(description=gettext_lazy("outcome recorded at"))
     def outcome_time(self, obj: ToolCallAudit):
         record = obj.outcome_record
         return local_iso(record.created_at) if record else "-"
@@ -324,20 +324,20 @@ CALL_DETAIL_FIELDS = [
 ]
 
 TOOL_CALL_COLUMNS = [
-    ("created_at", _lazy("time")),
-    ("actor_username", _lazy("user")),
-    ("tool", _lazy("tool")),
-    ("resource_name", _lazy("resource")),
-    ("line_outcome", _lazy("outcome")),
-    ("line_reason", _lazy("reason")),
-    ("line_row_count", _lazy("rows returned")),
-    ("tables", _lazy("tables read")),
-    ("sql_text", _lazy("SQL")),
-    ("sql_truncated", _lazy("SQL truncated")),
-    ("origin", _lazy("origin")),
-    ("conversation_id", _lazy("conversation id")),
-    ("turn_id", _lazy("turn id")),
-    ("line_duration_ms", _lazy("duration (ms)")),
+    ("created_at", gettext_lazy("time")),
+    ("actor_username", gettext_lazy("user")),
+    ("tool", gettext_lazy("tool")),
+    ("resource_name", gettext_lazy("resource")),
+    ("line_outcome", gettext_lazy("outcome")),
+    ("line_reason", gettext_lazy("reason")),
+    ("line_row_count", gettext_lazy("rows returned")),
+    ("tables", gettext_lazy("tables read")),
+    ("sql_text", gettext_lazy("SQL")),
+    ("sql_truncated", gettext_lazy("SQL truncated")),
+    ("origin", gettext_lazy("origin")),
+    ("conversation_id", gettext_lazy("conversation id")),
+    ("turn_id", gettext_lazy("turn id")),
+    ("line_duration_ms", gettext_lazy("duration (ms)")),
 ]
 
 
@@ -353,15 +353,15 @@ class ToolCallScreen(CallOutcomeMixin, AuditedViewsMixin, PickerFiltersMixin, Cs
     def get_search_results(self, request, queryset, search_term):
         return _search_sql_and_tables(queryset, search_term), False
 
-    @admin.display(description=_lazy("resource kind"))
+    @admin.display(description=gettext_lazy("resource kind"))
     def resource_kind_shown(self, obj: ToolCallAudit) -> str:
         return resource_kind_label(obj.resource_kind) or "-"
 
-    @admin.display(description=_lazy("tables read"))
+    @admin.display(description=gettext_lazy("tables read"))
     def tables_read(self, obj: ToolCallAudit) -> str:
         return ", ".join(str(t) for t in obj.tables or []) or "-"
 
-    @admin.display(description=_lazy("conversation"))
+    @admin.display(description=gettext_lazy("conversation"))
     def conversation(self, obj: ToolCallAudit) -> str:
         if obj.conversation_id is None:
             return "-"
@@ -379,12 +379,12 @@ class SqlExecutionAdmin(ToolCallScreen):
         ConnectionFilter,
         CallOutcomeFilter,
     )
-    search_help_text = _lazy("Searches the SQL text and the names of the tables read.")
+    search_help_text = gettext_lazy("Searches the SQL text and the names of the tables read.")
 
     def get_queryset(self, request):
         return super().get_queryset(request).filter(tool="run_sql")
 
-    @admin.display(description=_lazy("SQL"))
+    @admin.display(description=gettext_lazy("SQL"))
     def short_sql(self, obj: ToolCallAudit) -> str:
         return obj.sql_text[:120]
 
@@ -420,17 +420,17 @@ _NAME_KEYS = ("role", "connection", "name", "setting")
 class AuditEventAdmin(PickerFiltersMixin, CsvExportMixin, ReadOnlyAdmin):
     audit_resource_kind = ResourceKind.ADMIN_EVENT
     csv_columns = [
-        ("created_at", _lazy("time")),
-        ("kind", _lazy("event")),
-        ("actor_username", _lazy("user")),
-        ("ip", _lazy("IP address")),
-        ("user_agent", _lazy("browser")),
-        ("resource_kind", _lazy("resource kind")),
-        ("resource_id", _lazy("resource id")),
-        ("owner_username", _lazy("owner")),
-        ("row_count", _lazy("rows")),
-        ("filters", _lazy("filters")),
-        ("details", _lazy("details")),
+        ("created_at", gettext_lazy("time")),
+        ("kind", gettext_lazy("event")),
+        ("actor_username", gettext_lazy("user")),
+        ("ip", gettext_lazy("IP address")),
+        ("user_agent", gettext_lazy("browser")),
+        ("resource_kind", gettext_lazy("resource kind")),
+        ("resource_id", gettext_lazy("resource id")),
+        ("owner_username", gettext_lazy("owner")),
+        ("row_count", gettext_lazy("rows")),
+        ("filters", gettext_lazy("filters")),
+        ("details", gettext_lazy("details")),
     ]
     csv_labels = {
         "kind": lambda v: str(dict(EventKind.choices).get(v, v)),
@@ -439,7 +439,7 @@ class AuditEventAdmin(PickerFiltersMixin, CsvExportMixin, ReadOnlyAdmin):
     list_display = ("time", "kind", "actor_username", "ip", "target", "owner_username", "row_count", "filters_shown")
     list_filter = (("created_at", TimeRangeFilter), PeriodFilter, ActorFilter, "kind", ResourceKindFilter)
     search_fields = ("resource_id", "owner_username")
-    search_help_text = _lazy("Searches the resource id and the owner's user name.")
+    search_help_text = gettext_lazy("Searches the resource id and the owner's user name.")
     fields = readonly_fields = [
         "time",
         "kind",
@@ -455,7 +455,7 @@ class AuditEventAdmin(PickerFiltersMixin, CsvExportMixin, ReadOnlyAdmin):
         "details_shown",
     ]
 
-    @admin.display(description=_lazy("target"), ordering="resource_kind")
+    @admin.display(description=gettext_lazy("target"), ordering="resource_kind")
     def target(self, obj: AuditEvent) -> str:
         label = resource_kind_label(obj.resource_kind)
         details = obj.details if isinstance(obj.details, dict) else {}
@@ -463,11 +463,11 @@ class AuditEventAdmin(PickerFiltersMixin, CsvExportMixin, ReadOnlyAdmin):
         parts = [label, f"#{obj.resource_id}" if obj.resource_id else "", name]
         return " ".join(part for part in parts if part) or "-"
 
-    @admin.display(description=_lazy("filters"))
+    @admin.display(description=gettext_lazy("filters"))
     def filters_shown(self, obj: AuditEvent) -> str:
         return _filters_text(obj) or "-"
 
-    @admin.display(description=_lazy("details"))
+    @admin.display(description=gettext_lazy("details"))
     def details_shown(self, obj: AuditEvent) -> str:
         if not obj.details:
             return "-"

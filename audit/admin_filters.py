@@ -23,7 +23,7 @@ from django.contrib.admin.widgets import AutocompleteMixin, get_select2_language
 from django.http import Http404
 from django.urls import NoReverseMatch, path, reverse
 from django.utils import timezone
-from django.utils.translation import gettext_lazy as _lazy
+from django.utils.translation import gettext_lazy
 from rangefilter.filters import DateTimeRangeFilter
 
 from audit.models import ResourceKind
@@ -32,17 +32,17 @@ from audit.times import local_iso, zone_label
 
 
 class PeriodFilter(admin.SimpleListFilter):
-    title = _lazy("period")
+    title = gettext_lazy("period")
     parameter_name = "period"
     DAYS = {"1d": 1, "7d": 7, "30d": 30, "90d": 90, "365d": 365}
 
     def lookups(self, request, model_admin):
         return [
-            ("1d", _lazy("Last 24 hours")),
-            ("7d", _lazy("Last 7 days")),
-            ("30d", _lazy("Last 30 days")),
-            ("90d", _lazy("Last 90 days")),
-            ("365d", _lazy("Last year")),
+            ("1d", gettext_lazy("Last 24 hours")),
+            ("7d", gettext_lazy("Last 7 days")),
+            ("30d", gettext_lazy("Last 30 days")),
+            ("90d", gettext_lazy("Last 90 days")),
+            ("365d", gettext_lazy("Last year")),
         ]
 
     def queryset(self, request, queryset):
@@ -148,7 +148,7 @@ def picker_url(model_admin, kind: str) -> str:
 
 
 class ActorFilter(PickerFilter):
-    title = _lazy("user")
+    title = gettext_lazy("user")
     parameter_name = "user_id"
     resource_kind = ResourceKind.USER
     field = "actor_id"
@@ -157,7 +157,7 @@ class ActorFilter(PickerFilter):
 class ConnectionFilter(PickerFilter):
     """Tool calls on one DB connection (resource id and kind: one index)."""
 
-    title = _lazy("DB connection")
+    title = gettext_lazy("DB connection")
     parameter_name = "connection_id"
     resource_kind = ResourceKind.DB_CONNECTION
     field = "resource_id"
@@ -167,7 +167,7 @@ class ConnectionFilter(PickerFilter):
 class ResourceKindFilter(admin.SimpleListFilter):
     """Resource kinds in words; the choices are the vocabulary, not a scan."""
 
-    title = _lazy("resource kind")
+    title = gettext_lazy("resource kind")
     parameter_name = "resource_kind"
 
     def lookups(self, request, model_admin):

@@ -22,7 +22,7 @@ from django.http import Http404, HttpResponse
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.translation import gettext as _
-from django.utils.translation import gettext_lazy as _lazy
+from django.utils.translation import gettext_lazy
 
 from audit.admin_filters import PickerFilter, PickerFiltersMixin, picker_url
 from audit.admin_views import AuditedViewsMixin
@@ -42,18 +42,18 @@ register_resource_model(ResourceKind.CONVERSATION, Conversation)
 
 
 class OwnerFilter(PickerFilter):
-    title = _lazy("owner")
+    title = gettext_lazy("owner")
     parameter_name = "owner_id"
     resource_kind = ResourceKind.USER
     field = "owner_id"
 
 
 class DeletedFilter(admin.SimpleListFilter):
-    title = _lazy("deleted by its owner")
+    title = gettext_lazy("deleted by its owner")
     parameter_name = "deleted"
 
     def lookups(self, request, model_admin):
-        return [("yes", _lazy("Yes")), ("no", _lazy("No"))]
+        return [("yes", gettext_lazy("Yes")), ("no", gettext_lazy("No"))]
 
     def queryset(self, request, queryset):
         if self.value() in ("yes", "no"):
@@ -84,7 +84,7 @@ class ConversationAdmin(AuditedViewsMixin, PickerFiltersMixin, admin.ModelAdmin)
     )
     list_filter = (OwnerFilter, "tier", DeletedFilter)
     search_fields = ("owner__username",)
-    search_help_text = _lazy("Searches the owner's user name.")
+    search_help_text = gettext_lazy("Searches the owner's user name.")
     fields = ("conversation", "owner", "tier", "model", "created", "updated", "turn_count", "message_count", "deleted")
     readonly_fields = fields
     show_full_result_count = False
@@ -119,27 +119,27 @@ class ConversationAdmin(AuditedViewsMixin, PickerFiltersMixin, admin.ModelAdmin)
         )
         return [preview, *super().get_urls()]
 
-    @admin.display(description=_lazy("conversation"), ordering="pk")
+    @admin.display(description=gettext_lazy("conversation"), ordering="pk")
     def conversation(self, obj: Conversation) -> str:
         return str(obj.pk)
 
-    @admin.display(description=_lazy("created"), ordering="created_at")
+    @admin.display(description=gettext_lazy("created"), ordering="created_at")
     def created(self, obj: Conversation) -> str:
         return local_iso(obj.created_at)
 
-    @admin.display(description=_lazy("last activity"), ordering="updated_at")
+    @admin.display(description=gettext_lazy("last activity"), ordering="updated_at")
     def updated(self, obj: Conversation) -> str:
         return local_iso(obj.updated_at)
 
-    @admin.display(description=_lazy("deleted by its owner"), ordering="deleted_at")
+    @admin.display(description=gettext_lazy("deleted by its owner"), ordering="deleted_at")
     def deleted(self, obj: Conversation) -> str:
         return local_iso(obj.deleted_at) or "-"
 
-    @admin.display(description=_lazy("turns"), ordering="turns_n")
+    @admin.display(description=gettext_lazy("turns"), ordering="turns_n")
     def turn_count(self, obj: Conversation) -> int:
         return obj.turns_n if hasattr(obj, "turns_n") else obj.turns.count()
 
-    @admin.display(description=_lazy("messages"), ordering="messages_n")
+    @admin.display(description=gettext_lazy("messages"), ordering="messages_n")
     def message_count(self, obj: Conversation) -> int:
         return obj.messages_n if hasattr(obj, "messages_n") else obj.messages.count()
 
@@ -200,8 +200,8 @@ class ConversationAdmin(AuditedViewsMixin, PickerFiltersMixin, admin.ModelAdmin)
 
 
 class TurnPreviewForm(forms.Form):
-    user = forms.ModelChoiceField(label=_lazy("user"), queryset=get_user_model().objects.all())
-    tier = forms.ChoiceField(label=_lazy("tier"), choices=Tier.choices)
+    user = forms.ModelChoiceField(label=gettext_lazy("user"), queryset=get_user_model().objects.all())
+    tier = forms.ChoiceField(label=gettext_lazy("tier"), choices=Tier.choices)
 
 
 def _grant_scope(user_id: int, connection_id: int) -> str:

@@ -282,10 +282,14 @@ class DbConnectionAdmin(ExposureAdminMixin, admin.ModelAdmin):
         if started:
             self.message_user(request, _("Schema analysis started."), level=messages.INFO)
 
-    list_display = ("name", "engine", "exposure", "dsn_source", "row_cap", "statement_timeout_ms", "coverage")
+    list_display = ("name", "engine", "exposure", "dsn_from", "row_cap", "statement_timeout_ms", "coverage")
     list_filter = ("engine", "exposure")
     search_fields = ("name", "business_summary")
-    readonly_fields = ("dsn_source",)
+    readonly_fields = ("dsn_from",)
+
+    @admin.display(description=_("DSN source"))
+    def dsn_from(self, obj: DbConnection) -> str:
+        return obj.dsn_source
 
     @admin.display(description=_("classification coverage"))
     def coverage(self, obj: DbConnection) -> str:

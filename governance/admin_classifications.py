@@ -22,7 +22,7 @@ from django.urls import path, reverse
 from django.utils import timezone
 from django.utils.http import urlencode
 from django.utils.translation import gettext as _
-from django.utils.translation import gettext_lazy as _lazy
+from django.utils.translation import gettext_lazy
 
 from audit.admin_filters import PickerFilter, PickerFiltersMixin
 from audit.events import audit_event_write
@@ -35,6 +35,7 @@ from governance.schema_analysis import (
     column_classification_set,
     column_classification_set_kind,
     connection_columns,
+    reason_text,
 )
 from governance.services import GovernanceError
 from governance.sql.execute import QueryError
@@ -50,7 +51,7 @@ def _kinds_text(kinds: dict[str, int]) -> str:
 
 
 class ClassificationConnectionFilter(PickerFilter):
-    title = _lazy("DB connection")
+    title = gettext_lazy("DB connection")
     parameter_name = "connection_id"
     resource_kind = ResourceKind.DB_CONNECTION
     field = "connection_id"
@@ -59,7 +60,7 @@ class ClassificationConnectionFilter(PickerFilter):
 class TableFilter(admin.SimpleListFilter):
     """The tables of the picked connection (of all, when none is picked)."""
 
-    title = _lazy("table")
+    title = gettext_lazy("table")
     parameter_name = "table"
 
     def lookups(self, request, model_admin):
@@ -75,11 +76,11 @@ class TableFilter(admin.SimpleListFilter):
 
 
 class KindFilter(admin.SimpleListFilter):
-    title = _lazy("personal data kind")
+    title = gettext_lazy("personal data kind")
     parameter_name = "kind"
 
     def lookups(self, request, model_admin):
-        return [(NONE, _lazy("Not personal data")), *PiiKindChoice.choices]
+        return [(NONE, gettext_lazy("Not personal data")), *PiiKindChoice.choices]
 
     def queryset(self, request, queryset):
         value = self.value()
@@ -90,7 +91,7 @@ class KindFilter(admin.SimpleListFilter):
 
 class ClassificationActionForm(ActionForm):
     pii_kind = forms.ChoiceField(
-        label=_lazy("kind"), required=False, choices=[("", "---------"), *PiiKindChoice.choices]
+        label=gettext_lazy("kind"), required=False, choices=[("", "---------"), *PiiKindChoice.choices]
     )
 
 
@@ -128,7 +129,7 @@ class ColumnClassificationAdmin(PickerFiltersMixin, admin.ModelAdmin):
         "state",
         "confidence",
         "sample_size",
-        "reason",
+        "reason_shown",
         "classified_at",
         "classified_by_username",
         "masked_last_7_days",
@@ -164,11 +165,15 @@ class ColumnClassificationAdmin(PickerFiltersMixin, admin.ModelAdmin):
         )
         return super().get_queryset(request).select_related("connection").annotate(masked_7d=Subquery(masked))
 
-    @admin.display(description=_lazy("personal data kind"), ordering="pii_kind")
+    @admin.display(description=gettext_lazy("personal data kind"), ordering="pii_kind")
     def kind_shown(self, obj: ColumnClassification) -> str:
         return obj.get_pii_kind_display() if obj.pii_kind else _("Not personal data")
 
-    @admin.display(description=_lazy("masked (7 days)"), ordering="masked_7d")
+    @admin.display(description=gettext_lazy("reason"))
+    def reason_shown(self, obj: ColumnClassification) -> str:
+        return reason_text(obj.reason) or "-"
+
+    @admin.display(description=gettext_lazy("masked (7 days)"), ordering="masked_7d")
     def masked_last_7_days(self, obj) -> int:
         return getattr(obj, "masked_7d", None) or 0
 
@@ -193,11 +198,11 @@ class ColumnClassificationAdmin(PickerFiltersMixin, admin.ModelAdmin):
             request, _("%(count)d column classifications changed; the next query uses them.") % {"count": changed}
         )
 
-    @admin.action(description=_lazy("Confirm the selected suggestions"))
+    @admin.action(description=gettext_lazy("Confirm the selected suggestions"))
     def confirm_suggestions(self, request, queryset) -> None:
         self._decide(request, column_classification_confirm, classifications=list(queryset))
 
-    @admin.action(description=_lazy("Set the selected columns to the kind chosen"))
+    @admin.action(description=gettext_lazy("Set the selected columns to the kind chosen"))
     def set_kind(self, request, queryset) -> None:
         kind = request.POST.get("pii_kind", "")
         if not kind:
@@ -205,7 +210,7 @@ class ColumnClassificationAdmin(PickerFiltersMixin, admin.ModelAdmin):
             return
         self._decide(request, column_classification_set_kind, classifications=list(queryset), pii_kind=kind)
 
-    @admin.action(description=_lazy("Set the selected columns to not personal data"))
+    @admin.action(description=gettext_lazy("Set the selected columns to not personal data"))
     def set_none(self, request, queryset) -> None:
         self._decide(request, column_classification_set_kind, classifications=list(queryset), pii_kind="")
 
@@ -250,5 +255,6 @@ class ColumnClassificationAdmin(PickerFiltersMixin, admin.ModelAdmin):
             "suggestions_url": f"{changelist}?{urlencode({**by_connection, 'state__exact': 'suggested'})}",
             "connection_classifications_url": f"{changelist}?{urlencode(by_connection)}",
             "masked": [(m, _kinds_text(m.kinds)) for m in coverage.masked_while_none],
+            "unconfirmed": [(c, reason_text(c.reason)) for c in coverage.unconfirmed],
         }
         return TemplateResponse(request, "admin/governance/coverage.html", context)

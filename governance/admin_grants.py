@@ -7,7 +7,7 @@ from __future__ import annotations
 from django import forms
 from django.contrib import admin
 from django.utils.translation import gettext as _
-from django.utils.translation import gettext_lazy as _lazy
+from django.utils.translation import gettext_lazy
 
 from governance.models import DbConnection, DbGrant
 from governance.schema_analysis import analysed_tables
@@ -51,9 +51,9 @@ class DbGrantForm(forms.ModelForm):
     connections: list[tuple[int, str]] = []
 
     tables = forms.MultipleChoiceField(
-        label=_lazy("tables"),
+        label=gettext_lazy("tables"),
         required=False,
-        help_text=_lazy(
+        help_text=gettext_lazy(
             "Tables of the chosen connection, as its schema analysis found them. A table that is not listed: "
             "run Analyse schema on the connection first. Ignored for a whole-database grant."
         ),

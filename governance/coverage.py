@@ -11,6 +11,11 @@ unmasked or be masked for the wrong reason:
   masking (the masking statistics): likely misclassified.
 
 Reads metadata only: the database's column list, never a value.
+
+The masking statistics name a column only when the query's lineage was
+traced (it read a personal-data column); detector hits in other results are
+counted without a column. The page lists the first kind and counts the
+second, so a reader knows what the list cannot show.
 """
 
 from __future__ import annotations
@@ -47,6 +52,7 @@ class Coverage:
     never_analysed: list[tuple[str, str, str]] = field(default_factory=list)  # (table, column, type)
     unconfirmed: list[ColumnClassification] = field(default_factory=list)
     masked_while_none: list[MaskedColumn] = field(default_factory=list)
+    masked_without_column: int = 0  # detector hits not traced to a column
     days: int = MASK_STATS_DAYS
 
 
@@ -67,9 +73,11 @@ def classification_coverage(*, connection: DbConnection, live_columns=None, erro
         )
     coverage.unconfirmed = [c for c in classified.values() if c.state == ClassificationState.SUGGESTED]
     since = timezone.localdate() - timedelta(days=MASK_STATS_DAYS)
+    recent = MaskStat.objects.filter(connection_id_value=connection.pk, day__gte=since)
+    untraced = recent.filter(table_name="", column_name="").aggregate(total=Sum("count"))["total"]
+    coverage.masked_without_column = untraced or 0
     stats = (
-        MaskStat.objects.filter(connection_id_value=connection.pk, day__gte=since)
-        .exclude(table_name="")
+        recent.exclude(table_name="")
         .exclude(column_name="")
         .values_list("table_name", "column_name", "pii_kind")
         .annotate(total=Sum("count"))

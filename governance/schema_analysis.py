@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from django.db import transaction
 from django.utils import timezone
 from django.utils.translation import gettext as _
+from django.utils.translation import gettext_noop
 
 from governance.models import (
     ClassificationSource,
@@ -131,17 +132,46 @@ def kind_from_samples(values: list[str]) -> tuple[str | None, float]:
     return kind, hits / len(non_empty)
 
 
+# Why a column got its classification. Stored in English (the record does
+# not change with the reader's language) and shown translated (reason_text).
+REASONS = {
+    "mixed": gettext_noop("values look like %(found)s; name suggests %(named)s"),
+    "values": gettext_noop("%(share)s of sampled values are %(kind)s"),
+    "name": gettext_noop("column name suggests %(kind)s"),
+    "none": gettext_noop("no personal data found in name or sampled values"),
+    "set": gettext_noop("set by an admin"),
+    "confirmed": gettext_noop("confirmed by an admin"),
+}
+
+
+def reason_text(reason: str) -> str:
+    """A stored reason in the reader's language, kinds in words; a reason
+    of another form as it is."""
+    from governance.models import PiiKindChoice
+
+    labels = dict(PiiKindChoice.choices)
+    for template in REASONS.values():
+        pattern = re.sub(r"%\\?\(([a-z]+)\\?\)s", r"(?P<\1>.+?)", re.escape(template))
+        match = re.fullmatch(pattern, reason)
+        if match:
+            params = {key: str(labels.get(value, value)) for key, value in match.groupdict().items()}
+            return _(template) % params if params else _(template)
+    return reason
+
+
 def classify_column(column: str, samples: list[str]) -> ColumnVerdict:
     by_name = kind_from_name(column)
     by_values, share = kind_from_samples(samples)
     if by_values and share >= SAMPLE_SHARE:
         if by_name and by_name != by_values:
-            return ColumnVerdict(by_values, round(share, 2), f"values look like {by_values}; name suggests {by_name}")
+            reason = REASONS["mixed"] % {"found": by_values, "named": by_name}
+            return ColumnVerdict(by_values, round(share, 2), reason)
         confidence = min(1.0, share + (0.2 if by_name == by_values else 0.0))
-        return ColumnVerdict(by_values, round(confidence, 2), f"{share:.0%} of sampled values are {by_values}")
+        reason = REASONS["values"] % {"share": f"{share:.0%}", "kind": by_values}
+        return ColumnVerdict(by_values, round(confidence, 2), reason)
     if by_name:
-        return ColumnVerdict(by_name, 0.6, f"column name suggests {by_name}")
-    return ColumnVerdict("", round(1.0 - share, 2), "no personal data found in name or sampled values")
+        return ColumnVerdict(by_name, 0.6, REASONS["name"] % {"kind": by_name})
+    return ColumnVerdict("", round(1.0 - share, 2), REASONS["none"])
 
 
 # --- introspection ------------------------------------------------------------------
@@ -410,7 +440,7 @@ def _decide(classifications, *, request, kind) -> int:
         row.pii_kind = after
         row.source = ClassificationSource.MANUAL
         row.state = ClassificationState.CONFIRMED
-        row.reason = "set by an admin" if after != before_kind else f"confirmed by an admin ({row.reason})"[:300]
+        row.reason = REASONS["set"] if after != before_kind else REASONS["confirmed"]
         row.classified_by_id = user.pk if signed else None
         row.classified_by_username = user.get_username() if signed else ""
         row.save()
