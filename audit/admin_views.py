@@ -2,7 +2,7 @@
 records is itself on the record).
 
     class MyAdmin(AuditedViewsMixin, admin.ModelAdmin):
-        audit_resource_kind = "playbook_run"
+        audit_resource_kind = ResourceKind.CONVERSATION  # audit.models: one vocabulary
         audit_owner_field = "owner_id"          # the owner's user id on each row
         audit_owner_name_field = "owner__username"  # optional, for the detail event
 
