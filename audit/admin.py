@@ -108,10 +108,10 @@ class ReadOnlyAdmin(admin.ModelAdmin):
         return super().changelist_view(request, extra_context)
 
 
-def _csv_value(value, label_of=None):
+def _csv_value(value, words: dict[str, str]):
     if isinstance(value, dt.datetime):
         return local_iso(value)
-    return label_of(value) if label_of is not None else value
+    return words.get(value, value) if isinstance(value, str) else value
 
 
 class CsvExportMixin:
@@ -121,7 +121,7 @@ class CsvExportMixin:
 
     change_list_template = "admin/audit/change_list_with_export.html"
     csv_columns: list[tuple[str, str]] = []  # (field, header)
-    csv_labels: dict = {}  # field -> function turning a stored code into words
+    csv_labels: dict = {}  # field -> choices (code -> label) giving a stored code in words
 
     def get_urls(self):
         info = self.model._meta.app_label, self.model._meta.model_name
@@ -160,14 +160,17 @@ class CsvExportMixin:
             return HttpResponse(_("The export could not be recorded in the audit log."), status=503)
         fields = [field for field, _header in self.csv_columns]
         source = queryset.values_list(*fields)[: cap + 1].iterator(chunk_size=1000)
-        stream = stream_csv(self.csv_header(), self._csv_rows(source, fields), max_rows=cap)
+        # Words in the language of this request, resolved now: the rows are
+        # written later, while the response streams, outside the request.
+        words = {field: {code: str(label) for code, label in choices()} for field, choices in self.csv_labels.items()}
+        stream = stream_csv(self.csv_header(), self._csv_rows(source, fields, words), max_rows=cap)
         response = StreamingHttpResponse(_in_batches(stream), content_type="text/csv; charset=utf-8")
         stamp = timezone.localtime().strftime("%Y%m%d-%H%M%S%z")
         response["Content-Disposition"] = f'attachment; filename="{self.model._meta.model_name}-{stamp}.csv"'
         return response
 
-    def _csv_rows(self, source, fields):
-        labels = [self.csv_labels.get(field) for field in fields]
+    def _csv_rows(self, source, fields, words: dict[str, dict[str, str]]):
+        labels = [words.get(field, {}) for field in fields]
         try:
             for row in source:
                 yield [_csv_value(value, label_of) for value, label_of in zip(row, labels, strict=True)]
@@ -345,7 +348,7 @@ class ToolCallScreen(CallOutcomeMixin, AuditedViewsMixin, PickerFiltersMixin, Cs
     audit_owner_field = "actor_id"
     audit_owner_name_field = "actor_username"
     csv_columns = TOOL_CALL_COLUMNS
-    csv_labels = {"line_outcome": outcome_label, "origin": lambda v: str(dict(Origin.choices).get(v, v))}
+    csv_labels = {"line_outcome": lambda: Outcome.choices, "origin": lambda: Origin.choices}
     search_fields = ("sql_text",)  # see get_search_results: SQL text and table names
     fields = CALL_DETAIL_FIELDS
     readonly_fields = CALL_DETAIL_FIELDS
@@ -432,10 +435,7 @@ class AuditEventAdmin(PickerFiltersMixin, CsvExportMixin, ReadOnlyAdmin):
         ("filters", gettext_lazy("filters")),
         ("details", gettext_lazy("details")),
     ]
-    csv_labels = {
-        "kind": lambda v: str(dict(EventKind.choices).get(v, v)),
-        "resource_kind": resource_kind_label,
-    }
+    csv_labels = {"kind": lambda: EventKind.choices, "resource_kind": lambda: ResourceKind.choices}
     list_display = ("time", "kind", "actor_username", "ip", "target", "owner_username", "row_count", "filters_shown")
     list_filter = (("created_at", TimeRangeFilter), PeriodFilter, ActorFilter, "kind", ResourceKindFilter)
     search_fields = ("resource_id", "owner_username")
