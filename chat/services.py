@@ -33,9 +33,8 @@ from chat.context import TurnContext
 from chat.executor import execute_tool_call, tool_definitions
 from chat.llm import ModelError, client_for
 from chat.models import Conversation, Message, MessageRole, Turn, TurnEvent, TurnStatus
-from chat.prompt import mention_note, mentioned_targets, system_prompt
+from chat.prompt import mention_note, mentioned_targets, turn_inputs
 from governance.models import Feature, FeatureDefault, LlmModel, Tier
-from governance.visibility import visible_resources
 
 logger = logging.getLogger(__name__)
 
@@ -392,8 +391,9 @@ def _run(turn: Turn) -> None:
     )
 
     # 3. Everything the model sees is built from the visible resources only.
-    resources = visible_resources(user_id=ctx.user_id, tier=ctx.tier)
-    messages = [{"role": "system", "content": system_prompt(resources)}, *_history(conversation, turn)]
+    inputs = turn_inputs(user_id=ctx.user_id, tier=ctx.tier, ctx=ctx)
+    resources = inputs.resources
+    messages = [{"role": "system", "content": inputs.system_prompt}, *_history(conversation, turn)]
     user_text = messages[-1]["content"] if messages[-1]["role"] == "user" else ""
     targets = mentioned_targets(user_text, resources)
     if targets:

@@ -43,6 +43,7 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "rest_framework",
     "channels",
+    "rangefilter",  # date-time range filter of the audit screens
     "governance",
     "chat",
     "audit",

@@ -1,5 +1,11 @@
 from django.contrib import admin
 from django.urls import include, path
+from django.utils.translation import gettext_lazy as _
+
+# The admin is OwlAI's, not a generic "Django administration".
+admin.site.site_header = _("OwlAI administration")
+admin.site.site_title = _("OwlAI admin")
+admin.site.index_title = _("Governance and audit")
 
 urlpatterns = [
     path("admin/", admin.site.urls),

@@ -78,3 +78,22 @@ def test_audit_tables_are_one_list():
         source = Path(module.__file__).read_text()
         assert "from audit.tables import AUDIT_TABLES" in source
         assert "audit_toolcallaudit" not in source  # no second spelling of the names
+
+
+def test_audit_resource_kinds_are_one_list():
+    """Every resource kind an audit record is written with is a ResourceKind
+    (the screens show and filter them in words); literals in code included."""
+    import re
+
+    from audit.models import ResourceKind, resource_kind_label
+
+    root = Path(__file__).resolve().parent.parent
+    literals = set()
+    for app in ("audit", "governance", "chat"):
+        for path in (root / app).rglob("*.py"):
+            if "migrations" in path.parts:
+                continue
+            literals |= set(re.findall(r'resource_kind\s*=\s*"([^"]*)"', path.read_text(encoding="utf-8")))
+    assert literals - {""} <= set(ResourceKind.values), literals - set(ResourceKind.values)
+    assert len(set(ResourceKind.labels)) == len(ResourceKind.values)  # a label names one kind
+    assert resource_kind_label("db_connection") == str(ResourceKind.DB_CONNECTION.label)
