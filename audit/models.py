@@ -171,6 +171,9 @@ class ResourceKind(models.TextChoices):
     FEATURE_DEFAULT = "feature_default", _("Feature default model")
     TURN_PREVIEW = "turn_preview", _("Turn preview")
     CLASSIFICATION_COVERAGE = "classification_coverage", _("Classification coverage")
+    CONNECTOR = "connector", _("Connector")
+    CONNECTOR_TOOL = "connector_tool", _("Connector tool")
+    SPILL_FILE = "spill_file", _("Spilled result")
 
 
 def resource_kind_label(value: str) -> str:

@@ -277,6 +277,8 @@ NOT_ENGLISH_PROSE = {
     "name",
     "orders",
     "salaries",
+    # The MCP transport's own name, kept beside its Korean description.
+    "stdio",
     # Django names an auto-created join table after the two classes ("Role-user relationships").
     "Role-user",
 }
