@@ -9,17 +9,36 @@ from rest_framework.decorators import api_view
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from chat.models import Conversation, MessageRole
+from chat.models import Conversation
 from chat.reveal import may_reveal, token_reveal
-from chat.services import conversation_create, mention_tier, models_for_conversation
+from chat.services import (
+    TITLE_MAX_CHARS,
+    ConversationRenameRefused,
+    conversation_create,
+    conversation_rename,
+    conversation_timeline,
+    mention_tier,
+    models_for_conversation,
+)
 from chat.services import conversation_delete as conversation_delete_service
-from governance.models import LlmModel
+from governance.models import LlmModel, PiiKindChoice, Tier
+from governance.pii.kinds import TOKEN_LABELS, PiiKind
 from governance.visibility import visible_resources
 
 
 @login_required
 def chat_page(request):
-    return render(request, "chat/page.html", {"may_reveal": may_reveal(user=request.user)})
+    return render(
+        request,
+        "chat/page.html",
+        {
+            "may_reveal": may_reveal(user=request.user),
+            # The page finds tokens ([전화번호-3]) by these labels and names
+            # their kind in the user's language.
+            "token_kinds": {TOKEN_LABELS[PiiKind(value)]: str(name) for value, name in PiiKindChoice.choices},
+            "tier_labels": {value: str(label) for value, label in Tier.choices},
+        },
+    )
 
 
 def _model_json(model: LlmModel) -> dict:
@@ -29,6 +48,7 @@ def _model_json(model: LlmModel) -> dict:
         "label": str(model),
         "provider": model.provider.name,
         "tier": model.provider.tier,
+        "tier_label": str(Tier(model.provider.tier).label) if model.provider.tier in Tier.values else "",
         "offline_demo": model.provider.kind == "offline-demo",
     }
 
@@ -44,7 +64,11 @@ def _conversation_json(conversation: Conversation) -> dict:
 
 
 class ConversationCreateSerializer(serializers.Serializer):
-    title = serializers.CharField(max_length=200, required=False, allow_blank=True, default="")
+    title = serializers.CharField(max_length=TITLE_MAX_CHARS, required=False, allow_blank=True, default="")
+
+
+class ConversationRenameSerializer(serializers.Serializer):
+    title = serializers.CharField(max_length=TITLE_MAX_CHARS, trim_whitespace=True)
 
 
 @api_view(["GET", "POST"])
@@ -84,14 +108,26 @@ def conversation_mentions(request: Request, conversation_id) -> Response:
     )
 
 
-@api_view(["DELETE"])
-def conversation_delete(request: Request, conversation_id) -> Response:
-    """Deleting a conversation hides it and deletes its token vault at once;
-    the rest is purged 30 days later (chat.services.conversation_delete). The
-    audit rows of what it touched stay (they hold no foreign key to it)."""
+@api_view(["GET", "PATCH", "DELETE"])
+def conversation_detail(request: Request, conversation_id) -> Response:
+    """GET: the conversation. PATCH {"title"}: rename it. DELETE: hides it and
+    deletes its token vault at once; the rest is purged 30 days later
+    (chat.services.conversation_delete). The audit rows of what it touched
+    stay (they hold no foreign key to it)."""
     conversation = get_object_or_404(Conversation.objects.live(), pk=conversation_id, owner=request.user)
-    conversation_delete_service(conversation=conversation)
-    return Response(status=status.HTTP_204_NO_CONTENT)
+    if request.method == "DELETE":
+        conversation_delete_service(conversation=conversation)
+        return Response(status=status.HTTP_204_NO_CONTENT)
+    if request.method == "PATCH":
+        serializer = ConversationRenameSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        try:
+            conversation = conversation_rename(
+                conversation=conversation, title=serializer.validated_data["title"], actor=request.user
+            )
+        except ConversationRenameRefused as refused:
+            return Response({"detail": str(refused)}, status=status.HTTP_400_BAD_REQUEST)
+    return Response(_conversation_json(conversation))
 
 
 class RevealSerializer(serializers.Serializer):
@@ -113,7 +149,9 @@ def conversation_reveal(request: Request, conversation_id) -> Response:
 
 @api_view(["GET"])
 def conversation_messages(request: Request, conversation_id) -> Response:
-    """What the user sees: their messages and the assistant's final texts."""
+    """What the user sees, in order: their messages (`user`), the assistant's
+    texts (`assistant`), each tool call as a `step` (tool, resource, SQL or
+    query, outcome, rows, duration, reason, result) and, for turns that ended
+    without an answer, their `status` (chat.services.conversation_timeline)."""
     conversation = get_object_or_404(Conversation.objects.live(), pk=conversation_id, owner=request.user)
-    items = conversation.messages.filter(role__in=[MessageRole.USER, MessageRole.ASSISTANT]).exclude(content="")
-    return Response([{"role": m.role, "content": m.content, "created_at": m.created_at.isoformat()} for m in items])
+    return Response(conversation_timeline(conversation=conversation))
