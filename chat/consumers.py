@@ -55,11 +55,13 @@ import functools
 import json
 import logging
 import time
+from importlib import import_module
 
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
 from django.http import HttpRequest
+from django.utils.crypto import constant_time_compare
 from django.utils import translation
 from django.utils.translation import gettext as _
 
@@ -261,6 +263,11 @@ class ChatConsumer(AsyncWebsocketConsumer):
         if ref is not None and not (isinstance(ref, str) and len(ref) <= 64):
             await self._error("bad_event", _("'ref' must be a string of at most 64 characters."))
             return
+        if payload["type"] in ("turn.start", "turn.cancel", "sync") and not await self._session_alive():
+            # Signed out (or the session expired) since this socket opened:
+            # the page signs in again and comes back (README close codes).
+            await self._close_for_limit(CLOSE_UNAUTHENTICATED)
+            return
         if payload["type"] == "turn.start":
             if not self._turn_starts.take():
                 await self._rate_limited(_("Too many turns started; wait a moment before asking again."), ref=ref)
@@ -389,6 +396,27 @@ class ChatConsumer(AsyncWebsocketConsumer):
             if conversation is None:  # purged while the socket was open
                 raise TurnRefused(_("This conversation was deleted."))
             return turn_start(conversation=conversation, user=self.scope["user"], text=text, model=model)
+
+    @database_sync_to_async
+    def _session_alive(self) -> bool:
+        """The socket was authenticated when it opened; a session that has
+        ended since (logout, expiry, a password change) must not start, stop
+        or read turns. Read afresh from the session store, as a request would."""
+        from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY, load_backend
+
+        session = self.scope.get("session")
+        key = getattr(session, "session_key", None)
+        if not key:
+            return False
+        data = import_module(settings.SESSION_ENGINE).SessionStore(session_key=key).load()
+        if str(data.get(SESSION_KEY, "")) != str(self.scope["user"].pk):
+            return False
+        backend_path = data.get(BACKEND_SESSION_KEY, "")
+        if backend_path not in settings.AUTHENTICATION_BACKENDS:
+            return False
+        user = load_backend(backend_path).get_user(self.scope["user"].pk)
+        stored_hash = data.get(HASH_SESSION_KEY) or ""
+        return user is not None and constant_time_compare(stored_hash, user.get_session_auth_hash())
 
     @database_sync_to_async
     def _cancel(self, turn_id: int | None) -> str:

@@ -697,6 +697,13 @@ def conversation_timeline(*, conversation: Conversation, answer_of_latest: bool 
         latest = max(turns.values(), key=lambda t: (t.created_at, t.pk))
     skip_turn = None if answer_of_latest or latest is None else latest.pk
     steps = _steps_by_call(conversation)
+    # The model as the page names it live (`turn.accepted`): its label.
+    labels = {
+        (m.provider.name, m.name): str(m)
+        for m in LlmModel.objects.select_related("provider").filter(
+            name__in={t.model_name for t in turns.values() if t.model_name}
+        )
+    }
     out: list[dict] = []
     last_turn_id = None
 
@@ -730,7 +737,7 @@ def conversation_timeline(*, conversation: Conversation, answer_of_latest: bool 
                     "role": "assistant",
                     "content": message.content,
                     "turn_id": message.turn_id,
-                    "model": turn.model_name if turn else "",
+                    "model": labels.get((turn.provider_name, turn.model_name), turn.model_name) if turn else "",
                     "tier": turn.tier if turn else "",
                 }
             )

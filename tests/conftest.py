@@ -35,6 +35,8 @@ _port_open = port_open
 def pytest_runtest_makereport(item, call):
     outcome = yield
     report = outcome.get_result()
+    # Fixtures read it in their teardown (browser screenshots on failure).
+    setattr(item, f"rep_{report.when}", report)
     needs_services = item.get_closest_marker("services") or item.get_closest_marker("e2e")
     if REQUIRE_SERVICES and needs_services and report.skipped and not hasattr(report, "wasxfail"):
         report.outcome = "failed"
