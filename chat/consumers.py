@@ -61,8 +61,8 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
 from django.http import HttpRequest
-from django.utils.crypto import constant_time_compare
 from django.utils import translation
+from django.utils.crypto import constant_time_compare
 from django.utils.translation import gettext as _
 
 from chat import events

@@ -27,7 +27,6 @@ from governance.models import Feature, FeatureDefault, LlmModel, PiiKindChoice, 
 from governance.pii.kinds import TOKEN_LABELS, PiiKind
 from governance.visibility import visible_resources
 
-
 # The page runs only its own static scripts: model output that got past the
 # sanitiser still could not run code, load a remote image (a way to send
 # data out without a click) or be framed.

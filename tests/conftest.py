@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 from django.conf import settings
 
+from tests.support.browser import browser_stack, chat_env, chromium, pages  # noqa: F401 (fixtures)
 from tests.support.customer_dbs import (  # noqa: F401 (fixtures)
     mysql_customer_db,
     pg_customer_db,

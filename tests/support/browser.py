@@ -213,7 +213,8 @@ class Pages:
 
         client = Client()
         client.force_login(user)
-        context.add_cookies([{"name": "sessionid", "value": client.cookies["sessionid"].value, "url": self.stack.base_url}])
+        cookie = client.cookies["sessionid"].value
+        context.add_cookies([{"name": "sessionid", "value": cookie, "url": self.stack.base_url}])
 
     def save_artifacts(self, name: str) -> list[Path]:
         ARTIFACTS.mkdir(parents=True, exist_ok=True)

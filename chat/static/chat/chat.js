@@ -628,9 +628,9 @@
         return;
       }
       if (e.code === 4403 || e.code === 4404) {
+        // Deleted (here or in another tab), or not this user's: start afresh.
+        newConversation();
         flash(T.gone);
-        conversation = null;
-        location.hash = "";
         loadConversations();
         return;
       }
@@ -752,6 +752,9 @@
     dialog.returnValue = "";
     dialog.onclose = async () => {
       if (dialog.returnValue !== "delete") return;
+      // The open conversation's socket is closed by the deletion; this page
+      // already knows why.
+      if (conversation && conversation.id === c.id) disconnect();
       try {
         await api(`/api/conversations/${c.id}/`, { method: "DELETE" });
       } catch (e) {
