@@ -248,7 +248,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
             return
         try:
             payload = json.loads(text_data)
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: nested too deep
             await self._error("malformed_json", _("The frame is not valid JSON."))
             return
         if not _is_valid_unicode(payload):
