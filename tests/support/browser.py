@@ -10,7 +10,8 @@ Playwright) the tests skip, and with OWLAI_REQUIRE_SERVICES=1 (CI) a skip is
 a failure (they are marked `e2e`).
 
 On a failure each page's screenshot and HTML are saved under
-var/test-artifacts/browser/ (git-ignored).
+var/test-artifacts/browser/ (git-ignored); OWLAI_BROWSER_SCREENSHOTS=always
+saves them for passing tests too.
 
     def test_x(chat_env, pages):
         page = pages.open(chat_env.alice)
@@ -242,7 +243,8 @@ def pages(request, chromium, browser_stack):
     opened = Pages(chromium, browser_stack)
     yield opened
     report = getattr(request.node, "rep_call", None)
-    if report is not None and report.failed:
+    # OWLAI_BROWSER_SCREENSHOTS=always keeps them for passing tests too (to look at the page).
+    if (report is not None and report.failed) or os.environ.get("OWLAI_BROWSER_SCREENSHOTS") == "always":
         saved = opened.save_artifacts(request.node.nodeid)
         print("browser artifacts:", *saved, sep="\n  ")
         print(browser_stack.stack.logs())
