@@ -74,7 +74,9 @@ AUDIT_DOM = """
       if (name.startsWith("on") || name === "style" || name === "src" || name === "srcdoc" || name === "action"
           || name === "formaction" || name === "xlink:href") bad.push(node.tagName + "@" + name);
       if (name === "href" && !/^(https?:|mailto:)/i.test(attr.value.trim())) bad.push("href " + attr.value);
-      if (name === "class" && node.tagName !== "SPAN" && node.tagName !== "DIV") bad.push(node.tagName + " class " + attr.value);
+      if (name === "class" && node.tagName !== "SPAN" && node.tagName !== "DIV") {
+        bad.push(node.tagName + " class " + attr.value);
+      }
     }
     if (node.tagName === "SPAN" && node.classList.contains("pii")
         && (node.children.length || !/^\\[[^\\]]+-\\d+\\]$/.test(node.textContent))) bad.push("chip " + node.outerHTML);

@@ -29,8 +29,10 @@ from chat.services import (
     turn_run,
     turn_start,
 )
+from tests import test_turn
 from tests.support.fake_llm import FakeLLMServer, Reply, text, tool_call
-from tests.test_turn import scripted_models  # noqa: F401 (fixture)
+
+scripted_models = test_turn.scripted_models  # the same providers as tests/test_turn.py
 
 pytestmark = pytest.mark.django_db
 

@@ -701,7 +701,7 @@
       rename.title = T.rename;
       rename.setAttribute("aria-label", T.rename);
       rename.addEventListener("click", () => startRename(item, c));
-      const del = el("button", "icon delete", "🗑");
+      const del = el("button", "icon delete", "✕");
       del.type = "button";
       del.title = T.delete;
       del.setAttribute("aria-label", T.delete);
