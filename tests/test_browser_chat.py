@@ -73,6 +73,8 @@ def test_login_form_signs_in_and_shows_an_empty_chat(chat_env, pages):
     page.wait_for_selector(".empty")
     assert page.locator("#conversations li").count() == 0
     # The picker names each model's tier; the notice sits in the header.
+    page.wait_for_function("() => document.querySelectorAll('#model option').length === 3")
+    page.wait_for_function("() => document.getElementById('tier').textContent !== ''")
     options = page.eval_on_selector_all("#model option", "os => os.map(o => o.textContent)")
     assert any("In-house model" in o and ko("Private (stays on-prem)") in o for o in options)
     assert any("Cloud model" in o and ko("Public (leaves the network)") in o for o in options)
