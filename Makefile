@@ -14,7 +14,7 @@ PORT ?= 8000
 TEST_PG_URL ?= postgres://postgres@127.0.0.1:5432/owlai
 TEST_REDIS_URL ?= redis://127.0.0.1:6379/0
 
-.PHONY: install run test lint format bench messages
+.PHONY: install run test lint format bench messages browser-deps
 
 $(VENV)/.installed: requirements.txt requirements-dev.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -24,13 +24,24 @@ $(VENV)/.installed: requirements.txt requirements-dev.txt
 
 install: $(VENV)/.installed
 
+# The browser tests drive Debian's Chromium (Playwright cannot download its
+# own browser here) and need CJK fonts to render Korean; installed when missing.
+BROWSER_PACKAGES := chromium fonts-noto-cjk
+browser-deps:
+	@if ! dpkg -s $(BROWSER_PACKAGES) >/dev/null 2>&1; then \
+		echo "make browser-deps: installing $(BROWSER_PACKAGES)"; \
+		SUDO=$$([ "$$(id -u)" = 0 ] || echo sudo); \
+		$$SUDO apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends $(BROWSER_PACKAGES); \
+	fi
+
 run: install
 	$(PY) manage.py compilemessages --ignore=.venv -v 0 2>/dev/null || true
 	$(PY) manage.py migrate --noinput -v 0
 	$(PY) manage.py seed_demo
 	$(PY) manage.py runserver --insecure $(HOST):$(PORT)
 
-test: install
+test: install browser-deps
 	@$(PY) manage.py compilemessages --ignore=.venv -v 0 2>/dev/null || true
 	@if $(PY) -c "import socket; socket.create_connection(('127.0.0.1', 5432), 1).close(); socket.create_connection(('127.0.0.1', 6379), 1).close()" 2>/dev/null; then \
 		echo "make test: PostgreSQL and Redis reachable; running against them"; \

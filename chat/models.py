@@ -76,6 +76,9 @@ class TurnStatus(models.TextChoices):
     COMPLETED = "completed", _("Completed")
     REJECTED = "rejected", _("Rejected")
     FAILED = "failed", _("Failed")
+    # The owner pressed Stop: the worker stopped before its next model or
+    # tool call; what already ran stays, audited.
+    CANCELLED = "cancelled", _("Cancelled")
 
 
 class Turn(models.Model):
@@ -99,6 +102,10 @@ class Turn(models.Model):
     # (its message may have been lost with Redis), then failed.
     requeued_at = models.DateTimeField(_("requeued"), null=True, blank=True)
     finished_at = models.DateTimeField(_("finished"), null=True, blank=True)
+    # Set by the owner's Stop (`turn.cancel`); the worker reads it before
+    # every model and tool call (the database, not Redis, carries the request,
+    # so it reaches whichever worker runs the turn).
+    cancel_requested_at = models.DateTimeField(_("stop requested"), null=True, blank=True)
 
     class Meta:
         verbose_name = _("turn")

@@ -28,7 +28,7 @@ from django.utils.translation import gettext as _
 
 from audit.services import AuditWriteError
 from chat import events
-from chat.agent import TurnAbandoned, run_agent_loop
+from chat.agent import TurnAbandoned, TurnCancelled, run_agent_loop
 from chat.context import TurnContext
 from chat.executor import execute_tool_call, tool_definitions
 from chat.llm import ModelError, client_for
@@ -55,8 +55,47 @@ class ModelUnresolvable(Exception):
     pass
 
 
+TITLE_MAX_CHARS = 200
+# A title taken from the first message: its first line, this long at most.
+AUTO_TITLE_CHARS = 60
+
+
 def conversation_create(*, owner: AbstractBaseUser, title: str = "", model: LlmModel | None = None) -> Conversation:
-    return Conversation.objects.create(owner=owner, title=title[:200], model=model)
+    return Conversation.objects.create(owner=owner, title=title[:TITLE_MAX_CHARS], model=model)
+
+
+def title_from_message(text: str) -> str:
+    """The first line of the first message, spaces collapsed, cut at a word
+    boundary near AUTO_TITLE_CHARS with an ellipsis."""
+    first = next((line for line in text.splitlines() if line.strip()), "")
+    first = " ".join(first.split())
+    if len(first) <= AUTO_TITLE_CHARS:
+        return first
+    cut = first[:AUTO_TITLE_CHARS]
+    space = cut.rfind(" ")
+    return (cut[:space] if space > AUTO_TITLE_CHARS // 2 else cut).rstrip() + "…"
+
+
+class ConversationRenameRefused(Exception):
+    """The new title is unusable; the message goes to the user."""
+
+
+def conversation_rename(*, conversation: Conversation, title: str, actor: AbstractBaseUser) -> Conversation:
+    """The owner renames their conversation. The title is the owner's own
+    content (never shown to admins), so this is not an audit event."""
+    if conversation.owner_id != actor.pk:
+        raise ConversationRenameRefused(_("Only the owner can rename this conversation."))
+    title = " ".join(title.split())
+    if not title:
+        raise ConversationRenameRefused(_("The title is empty."))
+    if len(title) > TITLE_MAX_CHARS:
+        raise ConversationRenameRefused(
+            _("The title is too long (at most %(max)d characters).") % {"max": TITLE_MAX_CHARS}
+        )
+    if not Conversation.objects.live().filter(pk=conversation.pk).update(title=title, updated_at=timezone.now()):
+        raise ConversationRenameRefused(_("This conversation was deleted."))
+    conversation.title = title
+    return conversation
 
 
 def conversation_delete(*, conversation: Conversation) -> None:
@@ -110,9 +149,44 @@ def turn_start(*, conversation: Conversation, user: AbstractBaseUser, text: str,
     )
     Message.objects.create(conversation=conversation, turn=turn, role=MessageRole.USER, content=text)
     if not conversation.title:
-        conversation.title = text[:80]
+        conversation.title = title_from_message(text)
     conversation.save(update_fields=["title", "updated_at"])
     return turn
+
+
+class TurnCancelRefused(Exception):
+    """Nothing to stop; the message goes to the user."""
+
+
+def turn_cancel(*, conversation: Conversation, actor: AbstractBaseUser, turn_id: int | None = None) -> str:
+    """The owner presses Stop on the conversation's active turn (or `turn_id`).
+
+    A queued turn no worker has claimed is cancelled at once (the worker's
+    claim then finds it no longer queued). A running turn gets
+    `cancel_requested_at`; its worker reads that before its next model or
+    tool call and ends the turn `cancelled`, keeping what already ran (and
+    its audit rows). Returns "cancelled" or "requested"."""
+    if conversation.owner_id != actor.pk:
+        raise TurnCancelRefused(_("Only the owner can stop this conversation's turn."))
+    turns = Turn.objects.filter(conversation=conversation, status__in=ACTIVE_STATUSES)
+    if turn_id is not None:
+        turns = turns.filter(pk=turn_id)
+    turn = turns.order_by("-created_at", "-id").first()
+    if turn is None:
+        raise TurnCancelRefused(_("No turn is running in this conversation."))
+    now = timezone.now()
+    with transaction.atomic():
+        if Turn.objects.filter(pk=turn.pk, status=TurnStatus.QUEUED).update(
+            status=TurnStatus.CANCELLED, cancel_requested_at=now, finished_at=now
+        ):
+            stored = [_emitter_for(turn).record(events.TURN_FINISHED, {"status": TurnStatus.CANCELLED})]
+            group = conversation.group_name
+            transaction.on_commit(lambda: [events.publish(group, frame) for frame in stored])
+            return "cancelled"
+    if Turn.objects.filter(pk=turn.pk, status=TurnStatus.RUNNING).update(cancel_requested_at=now):
+        return "requested"
+    # It finished between the read and the update: nothing left to stop.
+    raise TurnCancelRefused(_("No turn is running in this conversation."))
 
 
 def resolve_turn_model(*, turn: Turn) -> ResolvedModel:
@@ -425,7 +499,12 @@ def _run(turn: Turn) -> None:
                 ).exists()
                 and not emit.lost
             ),
+            # The owner pressed Stop (turn_cancel).
+            cancel_requested=lambda: Turn.objects.filter(pk=turn.pk, cancel_requested_at__isnull=False).exists(),
         )
+    except TurnCancelled as cancelled:
+        _finish(turn, emit, TurnStatus.CANCELLED, messages=cancelled.new_messages)
+        return
     except TurnAbandoned:
         _reject(turn, emit, _("This conversation was deleted."))
         return
@@ -589,22 +668,105 @@ def _turn_fail_abandoned(*, turn_id: int, condition: Q, code: str, message) -> b
 
 
 def conversation_state(*, conversation: Conversation) -> dict:
-    """The `state` frame, from the database alone: the visible messages of
-    the conversation (but the latest turn's answer), and the latest turn with
-    its status and every stored event, so its text so far, tool calls and
-    outcome render exactly as if they had been received live."""
+    """The `state` frame, from the database alone: the conversation's
+    timeline (but the latest turn's answer), and the latest turn with its
+    status and every stored event, so its text so far, tool steps and outcome
+    render exactly as if they had been received live."""
     latest = Turn.objects.filter(conversation=conversation).order_by("-created_at", "-id").first()
-    messages = Message.objects.filter(conversation=conversation, role__in=[MessageRole.USER, MessageRole.ASSISTANT])
-    messages = messages.exclude(content="")
-    if latest is not None:
-        messages = messages.exclude(turn=latest, role=MessageRole.ASSISTANT)
     return {
         "type": events.STATE,
-        "messages": [{"role": m.role, "content": m.content, "turn_id": m.turn_id} for m in messages],
+        "messages": conversation_timeline(conversation=conversation, answer_of_latest=False, latest=latest),
         "turn": None
         if latest is None
         else {"turn_id": latest.pk, "status": latest.status, "events": events.replay(turn_id=latest.pk)},
     }
+
+
+ENDED_WITHOUT_ANSWER = (TurnStatus.REJECTED, TurnStatus.FAILED, TurnStatus.CANCELLED)
+
+
+def conversation_timeline(*, conversation: Conversation, answer_of_latest: bool = True, latest=None) -> list[dict]:
+    """What the user sees of a conversation, in order, turn by turn: their
+    messages (`user`), the assistant's texts (`assistant`, with the model and
+    tier), each tool call as a `step` (tool, resource, SQL or query as the
+    model wrote it, outcome, rows, duration, reason, the start of the result:
+    from the turn's stored `tool.started`/`tool.finished` events), and for a
+    turn that ended without an answer its `status` (rejected, failed,
+    cancelled) with the reason. `answer_of_latest=False` leaves out all but
+    the user message of the latest turn (the `state` frame replays its events
+    instead)."""
+    turns = {t.pk: t for t in Turn.objects.filter(conversation=conversation)}
+    if not answer_of_latest and latest is None and turns:
+        latest = max(turns.values(), key=lambda t: (t.created_at, t.pk))
+    skip_turn = None if answer_of_latest or latest is None else latest.pk
+    steps = _steps_by_call(conversation)
+    # The model as the page names it live (`turn.accepted`): its label.
+    labels = {
+        (m.provider.name, m.name): str(m)
+        for m in LlmModel.objects.select_related("provider").filter(
+            name__in={t.model_name for t in turns.values() if t.model_name}
+        )
+    }
+    out: list[dict] = []
+    last_turn_id = None
+
+    shown: set[tuple[int, str]] = set()
+
+    def close_turn(turn_id) -> None:
+        turn = turns.get(turn_id)
+        if turn is not None and turn.pk != skip_turn and turn.status in ENDED_WITHOUT_ANSWER:
+            # A turn that failed mid-way stored no messages, but its tool
+            # calls ran (and are audited): show them as they were streamed.
+            for key, step in steps.items():
+                if key[0] == turn.pk and key not in shown:
+                    out.append({"role": "step", "turn_id": turn.pk, **step})
+            out.append({"role": "status", "turn_id": turn.pk, "status": turn.status, "content": turn.error})
+
+    messages = Message.objects.filter(conversation=conversation).order_by("created_at", "id")
+    for message in messages.only("role", "content", "turn_id", "tool_call_id", "created_at"):
+        if message.turn_id != last_turn_id:
+            if last_turn_id is not None:
+                close_turn(last_turn_id)
+            last_turn_id = message.turn_id
+        if message.role == MessageRole.USER:
+            out.append({"role": "user", "content": message.content, "turn_id": message.turn_id})
+            continue
+        if message.turn_id == skip_turn:
+            continue
+        turn = turns.get(message.turn_id)
+        if message.role == MessageRole.ASSISTANT and message.content:
+            out.append(
+                {
+                    "role": "assistant",
+                    "content": message.content,
+                    "turn_id": message.turn_id,
+                    "model": labels.get((turn.provider_name, turn.model_name), turn.model_name) if turn else "",
+                    "tier": turn.tier if turn else "",
+                }
+            )
+        elif message.role == MessageRole.TOOL:
+            key = (message.turn_id, message.tool_call_id)
+            shown.add(key)
+            step = steps.get(key, {"call_id": message.tool_call_id})
+            out.append({"role": "step", "turn_id": message.turn_id, **step})
+    if last_turn_id is not None:
+        close_turn(last_turn_id)
+    return out
+
+
+def _steps_by_call(conversation: Conversation) -> dict[tuple[int, str], dict]:
+    """(turn id, call id) -> the step as its events described it."""
+    found: dict[tuple[int, str], dict] = {}
+    rows = TurnEvent.objects.filter(
+        turn__conversation=conversation, type__in=[events.TOOL_STARTED, events.TOOL_FINISHED]
+    ).order_by("turn_id", "seq")
+    for event in rows.only("turn_id", "type", "payload"):
+        payload = event.payload or {}
+        key = (event.turn_id, str(payload.get("call_id", "")))
+        found.setdefault(key, {}).update(payload)
+        if event.type == events.TOOL_FINISHED:
+            found[key]["finished"] = True
+    return found
 
 
 def turn_events_after(*, conversation: Conversation, turn_id: int, after_seq: int) -> list[dict] | None:

@@ -61,7 +61,12 @@ def test_make_run_profile_serves_a_working_demo(tmp_path):
         )
         request = urllib.request.Request(f"{base}/accounts/login/", data=body.encode(), headers={"Referer": base})
         chat_page = opener.open(request).read().decode()
-        assert "turn.start" in chat_page  # landed on the chat page, logged in
+        assert 'id="chat-config"' in chat_page  # landed on the chat page, logged in
+        # Its script and libraries are served from local static files (no CDN).
+        for src in re.findall(r'<script src="([^"]+)"', chat_page):
+            assert src.startswith("/static/"), src
+            assert opener.open(base + src).status == 200
+        assert "turn.start" in opener.open(f"{base}/static/chat/chat.js").read().decode()
         cookies = {c.name: c.value for c in jar}
         create = urllib.request.Request(
             f"{base}/api/conversations/",
