@@ -48,7 +48,7 @@ def fake():
 # --- steps ----------------------------------------------------------------------------
 
 
-def test_a_tool_step_is_stored_with_what_the_page_shows_and_comes_back(personas, scripted_models, fake):
+def test_a_tool_step_is_stored_with_what_the_page_shows_and_comes_back(personas, scripted_models, fake, english):
     fake.script = [
         tool_call("run_sql", {"connection": "sales", "sql": SQL}),
         tool_call("run_sql", {"connection": "sales", "sql": "DELETE FROM customers"}, call_id="call_2"),
