@@ -140,6 +140,9 @@ class EventKind(models.TextChoices):
     PII_REVEAL = "pii_reveal", _("Personal data revealed")
     PII_REVEAL_REFUSED = "pii_reveal_refused", _("Personal data reveal refused")
     CSV_EXPORT = "csv_export", _("CSV export")
+    API_TOKEN_CREATED = "api_token_created", _("API token created")
+    API_TOKEN_REVOKED = "api_token_revoked", _("API token revoked")
+    API_TOKEN_USED = "api_token_used", _("API request with a token")
 
 
 class AuditEvent(models.Model):

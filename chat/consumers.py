@@ -62,6 +62,7 @@ from django.conf import settings
 from django.utils import translation
 from django.utils.translation import gettext as _
 
+from accounts.language import browser_language
 from chat import events
 from chat.models import Conversation
 from chat.services import TurnRefused, conversation_state, turn_events_after, turn_start
@@ -343,8 +344,13 @@ class ChatConsumer(AsyncWebsocketConsumer):
         return Conversation.objects.live().filter(pk=conversation_id, owner_id=user_id).first()
 
     def _language(self) -> str:
+        """The browser's language (the switcher's cookie, then Accept-Language),
+        as on the page; a signed-in user's stored choice reaches the cookie
+        through the page (accounts.middleware), and wins at turn start."""
+        headers = dict(self.scope.get("headers") or [])
+        accept = headers.get(b"accept-language", b"").decode("latin-1")
         cookie = self.scope.get("cookies", {}).get(settings.LANGUAGE_COOKIE_NAME, "")
-        return cookie if cookie in dict(settings.LANGUAGES) else settings.LANGUAGE_CODE
+        return browser_language(cookie=cookie, accept_language=accept) or settings.LANGUAGE_CODE
 
 
 def _is_count(value) -> bool:
