@@ -14,15 +14,22 @@ PORT ?= 8000
 TEST_PG_URL ?= postgres://postgres@127.0.0.1:5432/owlai
 TEST_REDIS_URL ?= redis://127.0.0.1:6379/0
 
-.PHONY: install run test lint format bench messages
+.PHONY: install install-dev run test lint format bench messages
 
-$(VENV)/.installed: requirements.txt requirements-dev.txt
+# Two virtualenv markers: `make run` needs only the runtime requirements;
+# tests, lint and benches add the dev ones (pytest, spaCy, Presidio, ...).
+$(VENV)/.runtime: requirements.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -r requirements-dev.txt
+	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.txt
 	touch $@
 
-install: $(VENV)/.installed
+$(VENV)/.dev: $(VENV)/.runtime requirements-dev.txt
+	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt
+	touch $@
+
+install: $(VENV)/.runtime
+
+install-dev: $(VENV)/.dev
 
 run: install
 	$(PY) manage.py compilemessages --ignore=.venv -v 0 2>/dev/null || true
@@ -30,7 +37,7 @@ run: install
 	$(PY) manage.py seed_demo
 	$(PY) manage.py runserver --insecure $(HOST):$(PORT)
 
-test: install
+test: install-dev
 	@$(PY) manage.py compilemessages --ignore=.venv -v 0 2>/dev/null || true
 	@if $(PY) -c "import socket; socket.create_connection(('127.0.0.1', 5432), 1).close(); socket.create_connection(('127.0.0.1', 6379), 1).close()" 2>/dev/null; then \
 		echo "make test: PostgreSQL and Redis reachable; running against them"; \
@@ -44,15 +51,15 @@ test: install
 		env -u DATABASE_URL -u REDIS_URL $(PY) -m pytest $(PYTEST_ARGS); \
 	fi
 
-lint: install
+lint: install-dev
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 
-format: install
+format: install-dev
 	$(VENV)/bin/ruff format .
 	$(VENV)/bin/ruff check --fix .
 
-bench: install
+bench: install-dev
 	$(PY) bench/executor.py
 	$(PY) bench/mask.py
 	$(PY) bench/audit_admin.py
