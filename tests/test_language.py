@@ -22,8 +22,7 @@ from chat.services import conversation_create
 from governance.refusals import localize
 from governance.sql.guard import analyse_sql
 from owlai.asgi import application
-from tests.sql_cases import LITE, MUST_DENY, MY, PG
-from tests.test_sql_guard_attacks import FUNCTION_ATTACKS, MYSQL_BYPASS, PG_BYPASS, SQLITE_BYPASS
+from tests.sql_cases import MUST_DENY
 
 HANGUL = re.compile(r"[\uac00-\ud7a3]")
 # Names a Korean sentence keeps as written (the SQL it quotes is kept too).
