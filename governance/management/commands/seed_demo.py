@@ -19,10 +19,10 @@ from django.core.management.base import BaseCommand
 from django.db import transaction
 from django.utils.translation import gettext as _
 
-from governance.demo_company import build_demo_company_db
-from governance.field_crypto import SecretUnavailable
 from audit.events import audit_event_write
 from audit.models import EventKind
+from governance.demo_company import build_demo_company_db
+from governance.field_crypto import SecretUnavailable
 from governance.models import (
     ColumnClassification,
     DbConnection,
