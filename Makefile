@@ -14,15 +14,22 @@ PORT ?= 8000
 TEST_PG_URL ?= postgres://postgres@127.0.0.1:5432/owlai
 TEST_REDIS_URL ?= redis://127.0.0.1:6379/0
 
-.PHONY: install run test lint format bench messages browser-deps
+.PHONY: install install-dev run test lint format bench messages browser-deps
 
-$(VENV)/.installed: requirements.txt requirements-dev.txt
+# Two virtualenv markers: `make run` needs only the runtime requirements;
+# tests, lint and benches add the dev ones (pytest, spaCy, Presidio, ...).
+$(VENV)/.runtime: requirements.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -r requirements-dev.txt
+	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.txt
 	touch $@
 
-install: $(VENV)/.installed
+$(VENV)/.dev: $(VENV)/.runtime requirements-dev.txt
+	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt
+	touch $@
+
+install: $(VENV)/.runtime
+
+install-dev: $(VENV)/.dev
 
 # The browser tests drive Debian's Chromium (Playwright cannot download its
 # own browser here) and need CJK fonts to render Korean; installed when missing.
@@ -41,7 +48,7 @@ run: install
 	$(PY) manage.py seed_demo
 	$(PY) manage.py runserver --insecure $(HOST):$(PORT)
 
-test: install browser-deps
+test: install-dev browser-deps
 	@$(PY) manage.py compilemessages --ignore=.venv -v 0 2>/dev/null || true
 	@if $(PY) -c "import socket; socket.create_connection(('127.0.0.1', 5432), 1).close(); socket.create_connection(('127.0.0.1', 6379), 1).close()" 2>/dev/null; then \
 		echo "make test: PostgreSQL and Redis reachable; running against them"; \
@@ -55,15 +62,15 @@ test: install browser-deps
 		env -u DATABASE_URL -u REDIS_URL $(PY) -m pytest $(PYTEST_ARGS); \
 	fi
 
-lint: install
+lint: install-dev
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 
-format: install
+format: install-dev
 	$(VENV)/bin/ruff format .
 	$(VENV)/bin/ruff check --fix .
 
-bench: install
+bench: install-dev
 	$(PY) bench/executor.py
 	$(PY) bench/mask.py
 	$(PY) bench/audit_admin.py

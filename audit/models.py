@@ -152,6 +152,9 @@ class EventKind(models.TextChoices):
     CONNECTOR_DEFINITION_APPROVED = "connector_definition_approved", _("Connector tool definition approved")
     URL_REVEAL = "url_reveal", _("Credentialed URL revealed")
     URL_REVEAL_REFUSED = "url_reveal_refused", _("Credentialed URL reveal refused")
+    API_TOKEN_CREATED = "api_token_created", _("API token created")
+    API_TOKEN_REVOKED = "api_token_revoked", _("API token revoked")
+    API_TOKEN_USED = "api_token_used", _("API request with a token")
 
 
 class ResourceKind(models.TextChoices):

@@ -60,11 +60,11 @@ from importlib import import_module
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
-from django.http import HttpRequest
 from django.utils import translation
 from django.utils.crypto import constant_time_compare
 from django.utils.translation import gettext as _
 
+from accounts.language import browser_language
 from chat import events
 from chat.models import Conversation
 from chat.services import (
@@ -435,14 +435,13 @@ class ChatConsumer(AsyncWebsocketConsumer):
         return Conversation.objects.live().filter(pk=conversation_id, owner_id=user_id).first()
 
     def _language(self) -> str:
-        """As for the page: the language cookie (the switcher), else the
-        browser's Accept-Language, else the default."""
-        request = HttpRequest()
-        request.COOKIES = dict(self.scope.get("cookies", {}))
-        for name, value in self.scope.get("headers", []):
-            if name == b"accept-language":
-                request.META["HTTP_ACCEPT_LANGUAGE"] = value.decode("latin-1")
-        return translation.get_language_from_request(request)
+        """The browser's language (the switcher's cookie, then Accept-Language),
+        as on the page; a signed-in user's stored choice reaches the cookie
+        through the page (accounts.middleware), and wins at turn start."""
+        headers = dict(self.scope.get("headers") or [])
+        accept = headers.get(b"accept-language", b"").decode("latin-1")
+        cookie = self.scope.get("cookies", {}).get(settings.LANGUAGE_COOKIE_NAME, "")
+        return browser_language(cookie=cookie, accept_language=accept) or settings.LANGUAGE_CODE
 
 
 class ClosingConsumer(AsyncWebsocketConsumer):

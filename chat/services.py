@@ -26,6 +26,7 @@ from django.db.models import Max, Q
 from django.utils import timezone, translation
 from django.utils.translation import gettext as _
 
+from accounts.language import language_for
 from audit.services import AuditWriteError
 from chat import events
 from chat.agent import TurnAbandoned, TurnCancelled, run_agent_loop
@@ -144,9 +145,10 @@ def turn_start(*, conversation: Conversation, user: AbstractBaseUser, text: str,
     turns_recover(conversation_id=conversation.pk, requeue=False)
     if Turn.objects.filter(conversation=conversation, status__in=ACTIVE_STATUSES).exists():
         raise TurnRefused(_("A turn is already running in this conversation."))
-    turn = Turn.objects.create(
-        conversation=conversation, requested_model=(model or "")[:300], language=translation.get_language() or ""
-    )
+    # The language the whole turn runs in: the user's choice, else what the
+    # socket's browser asked for (the active language here), else the default.
+    language = language_for(user=user, fallback=translation.get_language())
+    turn = Turn.objects.create(conversation=conversation, requested_model=(model or "")[:300], language=language)
     Message.objects.create(conversation=conversation, turn=turn, role=MessageRole.USER, content=text)
     if not conversation.title:
         conversation.title = title_from_message(text)
@@ -391,19 +393,25 @@ def turn_run(*, turn_id: int) -> None:
         logger.info("turn %s is not queued (duplicate delivery, already run, or gone); nothing to do", turn_id)
         return
     turn = Turn.objects.select_related("conversation__owner").get(pk=turn_id)
-    with TurnHeartbeat(turn.pk):
+    # Everything the turn says (rejections, failures, the executor's reasons,
+    # the demo model's replies) is in the language resolved at turn start.
+    with TurnHeartbeat(turn.pk), translation.override(turn_language(turn)):
         if turn.conversation.deleted_at is not None:
             _reject(turn, _emitter_for(turn), _("This conversation was deleted."))
             return
         try:
-            with translation.override(turn.language or settings.LANGUAGE_CODE):
-                _run(turn)
+            _run(turn)
         finally:
             # Deleted while this turn ran: what the turn put in the vault goes too.
             if Conversation.objects.filter(pk=turn.conversation_id, deleted_at__isnull=False).exists():
                 from chat.models import VaultEntry
 
                 VaultEntry.objects.filter(conversation_id=turn.conversation_id).delete()
+
+
+def turn_language(turn: Turn) -> str:
+    """The language a turn runs in (stored at turn start; older turns: the default)."""
+    return turn.language or settings.LANGUAGE_CODE
 
 
 def _run(turn: Turn) -> None:
@@ -454,6 +462,7 @@ def _run(turn: Turn) -> None:
         provider_name=model.provider.name,
         conversation_id=conversation.pk,
         turn_id=turn.pk,
+        language=turn_language(turn),
     )
     emit(
         events.TURN_ACCEPTED,
@@ -647,7 +656,7 @@ def _turn_fail_abandoned(*, turn_id: int, condition: Q, code: str, message) -> b
     turn = Turn.objects.select_related("conversation").filter(pk=turn_id).first()
     if turn is None:
         return False
-    with translation.override(turn.language or settings.LANGUAGE_CODE):
+    with translation.override(turn_language(turn)):
         text = str(message)
     with transaction.atomic():
         if not Turn.objects.filter(condition, pk=turn_id).update(

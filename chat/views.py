@@ -6,11 +6,13 @@ from django.contrib.auth.decorators import login_required
 from django.shortcuts import get_object_or_404, render
 from django.urls import reverse
 from django.utils.translation import gettext as _
+from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers, status
 from rest_framework.decorators import api_view
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from chat import serializers as api
 from chat.models import Conversation
 from chat.reveal import may_reveal, token_reveal
 from chat.services import (
@@ -149,6 +151,13 @@ class ConversationRenameSerializer(serializers.Serializer):
     title = serializers.CharField(max_length=TITLE_MAX_CHARS, trim_whitespace=True)
 
 
+@extend_schema(methods=["GET"], responses=api.ConversationSerializer(many=True), summary="Your conversations")
+@extend_schema(
+    methods=["POST"],
+    request=ConversationCreateSerializer,
+    responses={201: api.ConversationSerializer},
+    summary="Start a conversation",
+)
 @api_view(["GET", "POST"])
 def conversations(request: Request) -> Response:
     if request.method == "POST":
@@ -160,12 +169,16 @@ def conversations(request: Request) -> Response:
     return Response([_conversation_json(c) for c in items])
 
 
+@extend_schema(responses=api.ModelSerializer(many=True), summary="Models a new conversation may use")
 @api_view(["GET"])
 def models_for_new_conversation(request: Request) -> Response:
     default_id = _default_chat_model_id()
     return Response([_model_json(m, default_id) for m in models_for_conversation(conversation=None)])
 
 
+@extend_schema(
+    responses=api.ModelSerializer(many=True), summary="Models this conversation may use (its tier, once pinned)"
+)
 @api_view(["GET"])
 def conversation_models(request: Request, conversation_id) -> Response:
     conversation = get_object_or_404(Conversation.objects.live(), pk=conversation_id, owner=request.user)
@@ -173,6 +186,11 @@ def conversation_models(request: Request, conversation_id) -> Response:
     return Response([_model_json(m, default_id) for m in models_for_conversation(conversation=conversation)])
 
 
+@extend_schema(
+    parameters=[OpenApiParameter("model", str, description="the selected model (id, provider/name or unique name)")],
+    responses=api.MentionSerializer(many=True),
+    summary="Resources a turn of this conversation may @mention",
+)
 @api_view(["GET"])
 def conversation_mentions(request: Request, conversation_id) -> Response:
     """@mention targets: only what a turn of this conversation may use. Before
@@ -188,6 +206,14 @@ def conversation_mentions(request: Request, conversation_id) -> Response:
     )
 
 
+@extend_schema(methods=["GET"], responses=api.ConversationSerializer, summary="A conversation")
+@extend_schema(
+    methods=["PATCH"],
+    request=ConversationRenameSerializer,
+    responses={200: api.ConversationSerializer, 400: api.DetailSerializer},
+    summary="Rename a conversation",
+)
+@extend_schema(methods=["DELETE"], responses={204: None}, summary="Delete a conversation")
 @api_view(["GET", "PATCH", "DELETE"])
 def conversation_detail(request: Request, conversation_id) -> Response:
     """GET: the conversation. PATCH {"title"}: rename it. DELETE: hides it and
@@ -214,6 +240,11 @@ class RevealSerializer(serializers.Serializer):
     token = serializers.CharField(max_length=40)
 
 
+@extend_schema(
+    request=RevealSerializer,
+    responses={200: api.RevealedSerializer, 403: api.DetailSerializer},
+    summary="Reveal the original behind a masked token (permitted roles only; audited)",
+)
 @api_view(["POST"])
 def conversation_reveal(request: Request, conversation_id) -> Response:
     conversation = get_object_or_404(Conversation.objects.live(), pk=conversation_id, owner=request.user)
@@ -223,10 +254,11 @@ def conversation_reveal(request: Request, conversation_id) -> Response:
         conversation=conversation, user=request.user, token=serializer.validated_data["token"], request=request
     )
     if not result.allowed:
-        return Response({"detail": result.reason}, status=status.HTTP_403_FORBIDDEN)
+        return Response({"detail": result.message}, status=status.HTTP_403_FORBIDDEN)
     return Response({"token": serializer.validated_data["token"], "original": result.original})
 
 
+@extend_schema(responses=api.TimelineItems, summary="The conversation as its owner sees it")
 @api_view(["GET"])
 def conversation_messages(request: Request, conversation_id) -> Response:
     """What the user sees, in order: their messages (`user`), the assistant's
