@@ -18,7 +18,7 @@ from drf_spectacular.generators import SchemaGenerator
 from drf_spectacular.validation import validate_schema
 
 from chat import consumers, events
-from chat.models import Message, MessageRole, Turn
+from chat.models import Message, MessageRole, Turn, TurnEvent, TurnStatus
 from chat.services import conversation_create
 
 # Pages that show the schema; they are not API endpoints themselves.
@@ -74,11 +74,35 @@ def test_token_authentication_is_declared(schema):
     assert {"apiToken": []} in schema["paths"]["/api/conversations/"]["get"]["security"]
 
 
+def _component(schema, ref: str) -> dict:
+    return schema["components"]["schemas"][ref.rsplit("/", 1)[1]]
+
+
 def _fields(schema, path: str, method: str = "get", status: str = "200") -> set[str]:
     body = schema["paths"][path][method]["responses"][status]["content"]["application/json"]["schema"]
     body = body.get("items", body)
-    name = body["$ref"].rsplit("/", 1)[1]
-    return set(schema["components"]["schemas"][name]["properties"])
+    return set(_component(schema, body["$ref"])["properties"])
+
+
+def _item_schemas(schema, path: str) -> dict:
+    """The documented shape of a list's items: {None: component}, or for a
+    list whose items differ by a discriminator (the timeline's `role`),
+    {role: component}."""
+    body = schema["paths"][path]["get"]["responses"]["200"]["content"]["application/json"]["schema"]["items"]
+    if "$ref" in body:
+        body = _component(schema, body["$ref"])
+    if "oneOf" in body:
+        mapping = body["discriminator"]["mapping"]
+        return {value: _component(schema, ref) for value, ref in mapping.items()}
+    return {None: body}
+
+
+def _assert_documented(schema, path: str, items: list[dict]) -> None:
+    shapes = _item_schemas(schema, path)
+    for item in items:
+        shape = shapes[item["role"]] if None not in shapes else shapes[None]
+        assert set(item) <= set(shape["properties"]), (path, item)
+        assert set(shape.get("required", [])) <= set(item), (path, item)
 
 
 @pytest.mark.django_db
@@ -86,20 +110,37 @@ def test_answers_have_exactly_the_documented_fields(schema, personas, install_mo
     client = Client()
     client.force_login(personas.staff)
     conversation = conversation_create(owner=personas.staff, title="t")
-    turn = Turn.objects.create(conversation=conversation)
+    turn = Turn.objects.create(conversation=conversation, status=TurnStatus.COMPLETED)
     Message.objects.create(conversation=conversation, turn=turn, role=MessageRole.USER, content="hi")
+    TurnEvent.objects.create(
+        turn=turn, seq=1, type="tool.started", payload={"call_id": "c1", "tool": "run_sql", "sql": "SELECT 1"}
+    )
+    TurnEvent.objects.create(
+        turn=turn,
+        seq=2,
+        type="tool.finished",
+        payload={"call_id": "c1", "tool": "run_sql", "outcome": "success", "row_count": 1, "duration_ms": 3},
+    )
+    Message.objects.create(conversation=conversation, turn=turn, role=MessageRole.TOOL, tool_call_id="c1", content="[]")
+    Message.objects.create(conversation=conversation, turn=turn, role=MessageRole.ASSISTANT, content="one")
+    failed = Turn.objects.create(conversation=conversation, status=TurnStatus.FAILED, error="broken")
+    Message.objects.create(conversation=conversation, turn=failed, role=MessageRole.USER, content="again")
     base = f"/api/conversations/{conversation.pk}"
     checks = [
         ("/api/conversations/", "/api/conversations/"),
         ("/api/models/", "/api/models/"),
         (f"{base}/models/", "/api/conversations/{conversation_id}/models/"),
         (f"{base}/mentions/", "/api/conversations/{conversation_id}/mentions/"),
-        (f"{base}/messages/", "/api/conversations/{conversation_id}/messages/"),
     ]
     for url, path in checks:
         items = client.get(url).json()
         assert items, url
         assert {frozenset(item) for item in items} == {frozenset(_fields(schema, path))}, url
+    timeline = client.get(f"{base}/messages/").json()
+    assert [item["role"] for item in timeline] == ["user", "step", "assistant", "user", "status"]
+    _assert_documented(schema, "/api/conversations/{conversation_id}/messages/", timeline)
+    detail = client.get(f"{base}/").json()
+    assert set(detail) == _fields(schema, "/api/conversations/{conversation_id}/")
     created = client.post("/api/tokens/", {"name": "ci"}, content_type="application/json")
     assert created.status_code == 201
     assert set(created.json()) == _fields(schema, "/api/tokens/", "post", "201")
