@@ -13,6 +13,7 @@ from django.utils.translation import gettext
 
 from audit.models import AuditEvent, EventKind, ToolCallAudit
 from chat.models import Conversation, Turn, TurnStatus
+from governance.refusals import localize
 from tests.support.fake_llm import Reply, stall, text, tool_call
 
 pytestmark = [
@@ -31,8 +32,16 @@ TABLE_ANSWER = (
 
 
 def ko(message: str) -> str:
-    with translation.override("ko"):
-        return gettext(message)
+    return in_language("ko", gettext, message)
+
+
+def en(message: str) -> str:
+    return in_language("en", gettext, message)
+
+
+def in_language(language: str, function, *args):
+    with translation.override(language):
+        return function(*args)
 
 
 def wait_until(check, timeout: float = 15.0, interval: float = 0.1):
@@ -232,7 +241,9 @@ def test_a_refused_tool_call_shows_its_reason(chat_env, pages):
     step.locator("summary").click()
     assert step.locator(".step-input").inner_text() == "DELETE FROM customers"
     reason = step.locator(".step-reason").inner_text()
-    assert reason.startswith("refused:")
+    # In the turn's language alone (the audit row keeps the English form).
+    assert reason == in_language("ko", localize, "refused: not a read-only query: write statement: DELETE")
+    assert reason == "읽기 전용 쿼리가 아닙니다: 쓰기는 허용되지 않습니다(DELETE)"
     assert ToolCallAudit.objects.get().call_outcome == "denied"
     page.reload()
     page.wait_for_selector(".step.outcome-denied")
