@@ -19,7 +19,7 @@ from django.utils.translation import gettext
 
 from audit.models import AuditEvent, EventKind, ResourceKind
 from audit.services import tool_call_audit_write
-from governance.models import ColumnClassification, PiiKindChoice
+from governance.models import ColumnClassification, DbConnection, PiiKindChoice
 from tests.support.governed import classify
 
 pytestmark = [
@@ -59,6 +59,17 @@ def finished(page, count: int) -> None:
 
 
 # --- classification bulk actions -------------------------------------------------------------
+
+
+def pick(page, title: str, typed: str, choice: str) -> None:
+    """In the picker filter titled `title`: type `typed`, pick `choice`; the list reloads."""
+    page.locator(f'details[data-filter-title="{title}"] .select2-selection').click()
+    page.locator(".select2-search__field").fill(typed)
+    option = page.locator(".select2-results__option", has_text=re.compile(f"^{re.escape(choice)}$"))
+    with page.expect_navigation():
+        option.click()
+    rendered = page.locator(f'details[data-filter-title="{title}"] .select2-selection__rendered')
+    assert rendered.inner_text().strip().endswith(choice)
 
 
 def ask_names(page, count: int):
@@ -108,12 +119,20 @@ def test_a_bulk_classification_action_changes_the_next_querys_masking(chat_env, 
     shown, chips = ask_names(chat, 1)
     assert (shown, chips) == (NAMES, 0)  # classified "not personal data": in clear
 
+    # Another connection with a column of the same name: the filters tell them apart.
+    warehouse = DbConnection.objects.create(name="warehouse", engine="postgresql", dsn_env="OWLAI_TEST_TARGET_DSN")
+    classify(warehouse, {"customers": {"name": None}})
+
     admin = pages.open(admin_user)
     errors = script_errors(admin)
-    changelist = chat_env.url(
-        f"/admin/governance/columnclassification/?connection_id={chat_env.sales.pk}&table=customers"
-    )
-    admin.goto(changelist)
+    admin.goto(chat_env.url("/admin/governance/columnclassification/"))
+    assert admin.locator("#result_list tbody tr").count() == 5
+    pick(admin, ko("DB connection"), "sal", "sales")
+    with admin.expect_navigation():
+        admin.locator(f'details[data-filter-title="{ko("table")}"] a', has_text="customers").click()
+    changelist = admin.url
+    assert f"connection_id={chat_env.sales.pk}" in changelist and "table=customers" in changelist
+    assert admin.locator("#result_list tbody td.field-column_name").all_inner_texts() == ["city", "id", "name", "phone"]
     assert kind_shown(admin, "name") == ko("Not personal data")
     bulk_action(admin, changelist, "name", "set_kind", "name")
     with translation.override("ko"):
@@ -221,19 +240,17 @@ def test_audit_list_range_filter_user_picker_and_csv_of_the_filtered_rows(chat_e
     ]
 
     # The user picker: type part of a name, pick the account.
-    picker = page.locator(f'details[data-filter-title="{ko("user")}"]')
-    picker.locator(".select2-selection").click()
+    # Both accounts whose name holds "ali" are offered; one is picked.
+    page.locator(f'details[data-filter-title="{ko("user")}"] .select2-selection').click()
     page.locator(".select2-search__field").fill("ali")
-    options = page.locator(".select2-results__option:not(.loading-results)")
     page.wait_for_function(
         "() => [...document.querySelectorAll('.select2-results__option')].map(o => o.textContent).join('|')"
         " === 'alice|alicia'"
     )
-    with page.expect_navigation():
-        options.filter(has_text=re.compile("^alice$")).click()
+    page.keyboard.press("Escape")
+    pick(page, ko("user"), "ali", "alice")
     assert f"user_id={alice.pk}" in page.url and "created_at__range__gte_0=2025-03-01" in page.url
     assert sorted(listed_sql(page)) == ["SELECT 'alice late'", "SELECT 'alice morning'"]
-    assert picker.locator(".select2-selection__rendered").inner_text().strip().endswith("alice")
     # Both filters still show what was chosen.
     assert page.locator(".admindatefilter input[name=created_at__range__gte_0]").input_value() == "2025-03-01"
     times = page.locator("#result_list tbody .field-time").all_inner_texts()
