@@ -214,4 +214,7 @@ class PickerFiltersMixin:
     @property
     def media(self):
         select2 = AutocompleteMixin.media.fget(SimpleNamespace(i18n_name=get_select2_language()))
-        return super().media + select2 + forms.Media(js=["audit/picker_filter.js"])
+        # Listed after jquery.init.js: a script listed alone has no place in
+        # the merged order and landed before `django.jQuery` existed, so
+        # picking did nothing.
+        return super().media + select2 + forms.Media(js=["admin/js/jquery.init.js", "audit/picker_filter.js"])

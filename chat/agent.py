@@ -14,6 +14,7 @@ from django.conf import settings
 from chat.context import TurnContext
 from chat.executor import ToolResult
 from chat.llm import AssistantReply, ModelClient
+from governance.refusals import localize
 
 Emit = Callable[[str, dict], None]
 Execute = Callable[..., ToolResult]
@@ -189,7 +190,10 @@ def step_started_payload(call) -> dict:
 
 def step_finished_payload(call, result: ToolResult, duration_ms: int) -> dict:
     """`tool.finished`: outcome, rows, duration, the refusal or failure reason
-    (as the model was told it), and the start of the result the model read."""
+    (in the turn's language, as a person reads it: the model is told the
+    checks' fixed English form inside a translated frame, which the page
+    would otherwise show half in each language), and the start of the
+    result the model read."""
     payload: dict = {
         "call_id": call.id,
         "tool": call.name,
@@ -206,7 +210,7 @@ def step_finished_payload(call, result: ToolResult, duration_ms: int) -> dict:
         if isinstance(parsed, dict) and isinstance(parsed.get("error"), str):
             reason = parsed["error"]
     if reason:
-        payload["reason"] = str(reason)[:2000]
+        payload["reason"] = localize(str(reason))[:2000]
     content = result.content or ""
     payload["result"] = content[:STEP_RESULT_MAX_CHARS]
     if len(content) > STEP_RESULT_MAX_CHARS:

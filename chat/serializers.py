@@ -61,7 +61,7 @@ class StepItemSerializer(serializers.Serializer):
     outcome = serializers.ChoiceField(choices=["success", "denied", "failed"], required=False)
     row_count = serializers.IntegerField(required=False, allow_null=True)
     duration_ms = serializers.IntegerField(required=False)
-    reason = serializers.CharField(required=False, help_text="why it was refused or failed, as the model was told")
+    reason = serializers.CharField(required=False, help_text="why it was refused or failed, in the turn's language")
     result = serializers.CharField(required=False, help_text="the start of the result the model read (masked)")
     result_truncated = serializers.BooleanField(required=False)
     finished = serializers.BooleanField(required=False)

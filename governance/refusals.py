@@ -141,6 +141,11 @@ _COMPILED = [(re.compile(pattern, re.DOTALL), template) for pattern, template in
 def localize(reason: str) -> str:
     """`reason` (the checks' fixed English form) in the active language."""
     text = str(reason).strip()
+    # The executor's frame, already in the turn's language ("거부됨: …"):
+    # dropped like its English form below, so both languages read alike.
+    refused = gettext("refused: %(reason)s").partition("%(reason)s")[0]
+    if refused and refused != "refused: " and text.startswith(refused):
+        return localize(text[len(refused) :])
     for pattern, template in _COMPILED:
         match = pattern.fullmatch(text)
         if match is None:

@@ -137,6 +137,14 @@ def test_picker_endpoint_needs_view_permission_on_both_sides(client, personas, d
     assert client.get(url, {"term": "sta"}).status_code == 302  # to the login page
 
 
+@pytest.mark.parametrize("url_name", [SQL_LIST, "admin:governance_columnclassification_changelist"])
+def test_the_picker_script_loads_after_djangos_jquery(admin_client, url_name):
+    # It binds through `django.jQuery`; loaded before it, picking did nothing
+    # (tests/test_browser_admin.py picks in a browser).
+    html = admin_client.get(reverse(url_name)).content.decode()
+    assert html.index("admin/js/jquery.init.js") < html.index("audit/picker_filter.js")
+
+
 def test_a_malformed_picker_value_is_refused_not_ignored(admin_client, personas):
     sql_row(personas.staff)
     response = admin_client.get(reverse(SQL_LIST), {"user_id": "staff"})

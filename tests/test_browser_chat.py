@@ -13,6 +13,7 @@ from django.utils.translation import gettext
 
 from audit.models import AuditEvent, EventKind, ToolCallAudit
 from chat.models import Conversation, Turn, TurnStatus
+from governance.refusals import localize
 from tests.support.fake_llm import Reply, stall, text, tool_call
 
 pytestmark = [
@@ -31,8 +32,12 @@ TABLE_ANSWER = (
 
 
 def ko(message: str) -> str:
-    with translation.override("ko"):
-        return gettext(message)
+    return in_language("ko", gettext, message)
+
+
+def in_language(language: str, function, *args):
+    with translation.override(language):
+        return function(*args)
 
 
 def wait_until(check, timeout: float = 15.0, interval: float = 0.1):
@@ -232,9 +237,9 @@ def test_a_refused_tool_call_shows_its_reason(chat_env, pages):
     step.locator("summary").click()
     assert step.locator(".step-input").inner_text() == "DELETE FROM customers"
     reason = step.locator(".step-reason").inner_text()
-    # In the user's language throughout, the SQL keyword kept as written.
-    assert reason.startswith(ko("refused: %(reason)s").split("%")[0]) and "DELETE" in reason
-    assert "write statement" not in reason and "read-only" not in reason
+    # In the turn's language alone (the audit row keeps the English form).
+    assert reason == in_language("ko", localize, "refused: not a read-only query: write statement: DELETE")
+    assert reason == "읽기 전용 쿼리가 아닙니다: 쓰기는 허용되지 않습니다(DELETE)"
     assert ToolCallAudit.objects.get().call_outcome == "denied"
     page.reload()
     page.wait_for_selector(".step.outcome-denied")
@@ -514,3 +519,101 @@ def test_autoscroll_follows_unless_the_user_scrolled_up(chat_env, pages):
     assert page.locator("#jump").is_visible()
     page.click("#jump")
     assert page.evaluate(at_bottom)
+
+
+# --- one language per user ------------------------------------------------------------------------
+
+# A write, as the README's demo shows it, and its refusal as the audit row keeps it.
+DELETE = "DELETE FROM customers"
+REFUSED_DELETE = "refused: not a read-only query: write statement: DELETE"
+
+
+def check_screen(page, language: str) -> None:
+    """The page's own strings (server-rendered and the script's) are `language`'s."""
+
+    def t(message: str) -> str:
+        return in_language(language, gettext, message)
+
+    assert page.evaluate("document.documentElement.lang") == language
+    assert page.title() == t("OwlAI chat")
+    assert page.locator("#send").inner_text() == t("Send")
+    assert t("New conversation") in page.locator("#new").inner_text()
+    assert page.get_attribute("#text", "placeholder") == t("Ask a question, or write SELECT ...")
+    assert t("Log out") in page.locator(".logout").inner_text()
+    page.wait_for_function("() => document.getElementById('tier').textContent !== ''")
+    assert page.locator("header #tier").inner_text() == t("Private tier: data stays on-prem")
+    assert page.locator("#language").input_value() == language
+
+
+def check_refusal_turn(page, count: int, language: str) -> None:
+    """The `count`th answer: the demo model's refusal of DELETE, its step and
+    the answer each wholly in `language`."""
+    finished(page, count)
+    answer = page.locator(".row.assistant").nth(count - 1)
+    step = answer.locator(".step.outcome-denied")
+    reason = in_language(language, localize, REFUSED_DELETE)
+    assert in_language(language, gettext, "Refused") in step.locator("summary").inner_text()
+    step.locator("summary").click()
+    assert step.locator(".step-reason").inner_text() == reason
+    said = in_language(language, gettext, "I could not do that: %(reason)s") % {"reason": reason}
+    assert answer.locator(".text").inner_text().strip() == said
+
+
+def switch_language(page, language: str) -> None:
+    with page.expect_navigation():
+        page.select_option("#language", language)
+    page.wait_for_function("lang => document.documentElement.lang === lang", arg=language)
+    page.wait_for_load_state("networkidle")
+
+
+def test_the_language_switch_changes_screens_answers_and_reasons_and_is_kept(chat_env, pages):
+    from governance.services import feature_default_set
+
+    # The offline demo model answers in the turn's language; it refuses the
+    # README's DELETE through the executor.
+    feature_default_set(feature="chat", model=chat_env.models["owlai-offline-demo"])
+    chat_env.set_password(chat_env.alice, "pw-alice-123")
+    page = open_chat(chat_env, pages)  # the browser asks for Korean
+    check_screen(page, "ko")
+    send(page, DELETE)
+    check_refusal_turn(page, 1, "ko")
+    conversation = Conversation.objects.get()
+
+    page.fill("#text", "아직 보내지 않은 글")
+    switch_language(page, "en")
+    check_screen(page, "en")
+    # Still in the same conversation, with the draft kept; the earlier turn
+    # stays in the language it ran in.
+    assert page.url.endswith(f"#{conversation.pk}")
+    page.wait_for_selector(".row.assistant")
+    assert page.input_value("#text") == "아직 보내지 않은 글"
+    assert in_language("ko", localize, REFUSED_DELETE) in page.locator(".row.assistant").first.inner_text()
+    page.fill("#text", "")
+    send(page, DELETE)
+    check_refusal_turn(page, 2, "en")
+    assert [t.language for t in Turn.objects.order_by("id")] == ["ko", "en"]
+
+    # Kept on reload, and on a new sign-in from a browser that asks for Korean.
+    page.reload()
+    page.wait_for_selector(".row.assistant")
+    check_screen(page, "en")
+    with page.expect_navigation():
+        page.click(".logout")
+    fresh = pages.open(locale="ko-KR")
+    fresh.goto(chat_env.url("/"))
+    assert fresh.evaluate("document.documentElement.lang") == "ko"  # signed out: the browser's language
+    fresh.fill("input[name=username]", "alice")
+    fresh.fill("input[name=password]", "pw-alice-123")
+    fresh.click("button[type=submit]")
+    fresh.wait_for_selector(".empty")
+    check_screen(fresh, "en")
+
+    # And back.
+    switch_language(fresh, "ko")
+    check_screen(fresh, "ko")
+    send(fresh, DELETE)
+    check_refusal_turn(fresh, 1, "ko")
+    fresh.reload()
+    fresh.wait_for_selector(".row.assistant")
+    check_screen(fresh, "ko")
+    assert [t.language for t in Turn.objects.order_by("id")] == ["ko", "en", "ko"]

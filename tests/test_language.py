@@ -86,8 +86,18 @@ def test_executor_reasons_read_in_one_language(reason):
 
 def test_a_reason_translated_by_its_caller_keeps_and_translates_the_rest():
     with translation.override("ko"):
-        assert localize("거부됨: write statement: DELETE") == "거부됨: " + localize("write statement: DELETE")
+        head = "요청을 처리하지 못했습니다: "
+        assert localize(head + "write statement: DELETE") == head + localize("write statement: DELETE")
         assert "DELETE" in localize("write statement: DELETE") and HANGUL.search(localize("write statement: DELETE"))
+
+
+def test_the_executors_translated_refused_frame_is_dropped_like_the_english_one():
+    # The model reads "거부됨: <reason>" in a Korean turn; a person reads the
+    # reason alone, as in English (the page's step already says "refused").
+    with translation.override("ko"):
+        framed = translation.gettext("refused: %(reason)s") % {"reason": "write statement: DELETE"}
+        assert framed.startswith("거부됨")
+        assert localize(framed) == localize("refused: write statement: DELETE") == "쓰기는 허용되지 않습니다(DELETE)"
 
 
 # --- The demo model reads SQL that starts with any statement keyword ----------------

@@ -68,7 +68,9 @@ def test_a_tool_step_is_stored_with_what_the_page_shows_and_comes_back(personas,
     # The result the model read, masked as the model read it.
     assert "[전화번호-" in ok["result"] and "010-1234-5678" not in ok["result"]
     assert (refused["sql"], refused["outcome"]) == ("DELETE FROM customers", "denied")
-    assert refused["reason"].startswith("refused:")
+    # In the person's words, one language (the model read "refused: not a
+    # read-only query: write statement: DELETE").
+    assert refused["reason"] == "not a read-only query: writing is not allowed (DELETE)"
     assert items[3]["content"] == "끝" and items[3]["model"] == "inhouse-model"
 
     client = Client()

@@ -57,11 +57,16 @@
     return `${CONFIG.loginUrl}?next=${encodeURIComponent(next)}`;
   }
 
-  /* The session is gone: keep what the user typed, sign in, come back here. */
-  function toLogin() {
+  /* Keep what the user typed across a page load (restored at start-up). */
+  function keepDraft() {
     try {
       if (box.value.trim()) sessionStorage.setItem("owlai-draft", JSON.stringify({ id: conversation && conversation.id, text: box.value }));
-    } catch (e) { /* storage off: the text is lost, the login still works */ }
+    } catch (e) { /* storage off: the text is lost, the page still works */ }
+  }
+
+  /* The session is gone: keep what the user typed, sign in, come back here. */
+  function toLogin() {
+    keepDraft();
     window.location.assign(loginUrl());
   }
 
@@ -829,7 +834,16 @@
   $("menu").addEventListener("click", () => document.body.classList.toggle("drawer-open"));
   $("scrim").addEventListener("click", () => document.body.classList.remove("drawer-open"));
   const language = $("language");
-  if (language) language.addEventListener("change", () => language.form.submit());
+  if (language) {
+    language.addEventListener("change", () => {
+      // The server renders `next` without the fragment that names the open
+      // conversation: come back to it, and to what was typed.
+      const next = language.form.querySelector("[name=next]");
+      if (next) next.value = location.pathname + location.search + location.hash;
+      keepDraft();
+      language.form.submit();
+    });
+  }
 
   (async () => {
     const draft = (() => {
