@@ -150,6 +150,17 @@ class EventKind(models.TextChoices):
     CONNECTOR_DEFINITION_APPROVED = "connector_definition_approved", _("Connector tool definition approved")
     URL_REVEAL = "url_reveal", _("Credentialed URL revealed")
     URL_REVEAL_REFUSED = "url_reveal_refused", _("Credentialed URL reveal refused")
+    # Decisions on connector calls that need approval (never the arguments:
+    # they hold mail bodies, comments, customer data).
+    APPROVAL_APPROVED = "approval_approved", _("Tool call approved")
+    APPROVAL_ALWAYS_ALLOWED = "approval_always_allowed", _("Tool call always allowed")
+    APPROVAL_DENIED = "approval_denied", _("Tool call denied")
+    APPROVAL_EXPIRED = "approval_expired", _("Tool call approval expired")
+    # Run without asking under the user's "always allow".
+    APPROVAL_AUTO_APPROVED = "approval_auto_approved", _("Tool call approved automatically")
+    # The same call was denied repeatedly in the conversation: refused without asking.
+    APPROVAL_AUTO_BLOCKED = "approval_auto_blocked", _("Tool call blocked automatically")
+    ALWAYS_ALLOW_REVOKED = "always_allow_revoked", _("Always allow revoked")
 
 
 class AuditEvent(models.Model):
