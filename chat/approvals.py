@@ -278,12 +278,14 @@ def requested_payload(approval: ToolApproval) -> dict:
     }
 
 
-def tool_approval_decide(*, approval_id, decision: str, actor, request=None) -> ToolApproval:
+def tool_approval_decide(*, approval_id, decision: str, actor, request=None, conversation_id=None) -> ToolApproval:
     """The user answers a pending request: approve, always_allow or deny.
     Only the conversation's owner, only while it is pending; one answer. The
     decision's audit event (without arguments), the `approval.decided` turn
     event and the turn's return to the queue commit together; a new task
-    then continues the turn. Raises ApprovalError (nothing changed)."""
+    then continues the turn. Raises ApprovalError (nothing changed; an
+    answer after the expiry expires the request). With `conversation_id`
+    (a conversation's socket), only that conversation's requests."""
     if decision not in DECISIONS:
         raise ApprovalError(_("Unknown decision; answer approve, always_allow or deny."))
     expired = False
@@ -292,6 +294,7 @@ def tool_approval_decide(*, approval_id, decision: str, actor, request=None) -> 
             ToolApproval.objects.select_for_update()
             .filter(pk=approval_id, user_id=actor.pk, conversation__owner_id=actor.pk)
             .filter(conversation__deleted_at__isnull=True)
+            .filter(**({"conversation_id": conversation_id} if conversation_id is not None else {}))
             .first()
         )
         if approval is None:

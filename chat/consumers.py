@@ -55,6 +55,7 @@ import functools
 import json
 import logging
 import time
+import uuid
 
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
@@ -237,6 +238,8 @@ class ChatConsumer(AsyncWebsocketConsumer):
                 await self._turn_start(payload)
             elif payload["type"] == "sync":
                 await self._sync_frame(payload)
+            elif payload["type"] == "approval.decide":
+                await self._approval_decide(payload)
             else:
                 await self._error("unknown_type", _("Unknown event type: %(type)s") % {"type": payload["type"][:50]})
 
@@ -289,6 +292,36 @@ class ChatConsumer(AsyncWebsocketConsumer):
             return
         for frame in frames:
             await self._send_json(frame)
+
+    async def _approval_decide(self, payload: dict) -> None:
+        """{"type": "approval.decide", "approval_id": "...", "decision":
+        "approve" | "always_allow" | "deny"}: the answer to an
+        `approval.requested` of this conversation (chat.approvals). The
+        outcome arrives as the turn's `approval.decided` event."""
+        from chat.approvals import DECISIONS, ApprovalError
+
+        approval_id, decision = payload.get("approval_id"), payload.get("decision")
+        if not _is_uuid(approval_id) or decision not in DECISIONS:
+            await self._error(
+                "bad_event", _("'approval_id' must be a request's id and 'decision' approve, always_allow or deny.")
+            )
+            return
+        try:
+            await self._decide(approval_id, decision)
+        except ApprovalError as refused:
+            await self._error("approval_refused", str(refused))
+
+    @off_loop
+    def _decide(self, approval_id: str, decision: str) -> None:
+        from chat.approvals import tool_approval_decide
+
+        with translation.override(self.language):
+            tool_approval_decide(
+                approval_id=approval_id,
+                decision=decision,
+                actor=self.scope["user"],
+                conversation_id=self.conversation.pk,
+            )
 
     async def conversation_deleted(self, message: dict) -> None:
         """The owner deleted the conversation (chat.services.conversation_delete):
@@ -345,6 +378,16 @@ class ChatConsumer(AsyncWebsocketConsumer):
     def _language(self) -> str:
         cookie = self.scope.get("cookies", {}).get(settings.LANGUAGE_COOKIE_NAME, "")
         return cookie if cookie in dict(settings.LANGUAGES) else settings.LANGUAGE_CODE
+
+
+def _is_uuid(value) -> bool:
+    if not isinstance(value, str) or len(value) > 40:
+        return False
+    try:
+        uuid.UUID(value)
+    except ValueError:
+        return False
+    return True
 
 
 def _is_count(value) -> bool:
