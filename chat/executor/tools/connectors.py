@@ -291,6 +291,9 @@ class SearchConnectorTools:
         return ""
 
     def resolve(self, ctx, name: str) -> Target | None:
+        # Only a turn it is offered to may search (past the threshold).
+        if not connector_tool_offer(user_id=ctx.user_id, tier=ctx.tier).search:
+            return None
         return Target(name="connector tools", pk=None, resource=None)
 
     def check(self, call: Call) -> None:
