@@ -311,13 +311,16 @@ def tool_approval_decide(*, approval_id, decision: str, actor, request=None, con
     return approval
 
 
-def tool_approvals_expire(*, now=None) -> int:
-    """Beat (`chat.expire_approvals`): pending requests past their expiry are
-    expired (an `approval_expired` event each) and their turns go on (the
-    call is refused and the model told). Returns how many expired."""
+def tool_approvals_expire(*, now=None, conversation_id=None) -> int:
+    """Beat (`chat.expire_approvals`; and `turn_start` for its conversation,
+    where no beat runs): pending requests past their expiry are expired (an
+    `approval_expired` event each) and their turns go on (the call is refused
+    and the model told). Returns how many expired."""
     now = now or timezone.now()
     expired = 0
     due = ToolApproval.objects.filter(status=ApprovalStatus.PENDING, expires_at__lte=now)
+    if conversation_id is not None:
+        due = due.filter(conversation_id=conversation_id)
     for approval_id in due.values_list("pk", flat=True)[:500]:
         with transaction.atomic():
             approval = ToolApproval.objects.select_for_update().filter(pk=approval_id).first()

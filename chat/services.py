@@ -30,7 +30,13 @@ from django.utils.translation import gettext as _
 from audit.services import AuditWriteError
 from chat import events
 from chat.agent import LoopState, TurnAbandoned, TurnSuspended, run_agent_loop
-from chat.approvals import APPROVAL_REQUESTED, requested_payload, resuming, tool_approval_create
+from chat.approvals import (
+    APPROVAL_REQUESTED,
+    requested_payload,
+    resuming,
+    tool_approval_create,
+    tool_approvals_expire,
+)
 from chat.context import TurnContext
 from chat.executor import execute_tool_call, tool_definitions
 from chat.executor.tools.connectors import connector_turn
@@ -107,6 +113,9 @@ def turn_start(*, conversation: Conversation, user: AbstractBaseUser, text: str,
     # A turn whose worker died must not block the conversation until the
     # next recovery round (or forever, in the embedded profile without beat).
     turns_recover(conversation_id=conversation.pk, requeue=False)
+    # Likewise an approval request left unanswered past its expiry (the
+    # embedded profile runs no beat): its turn goes on.
+    tool_approvals_expire(conversation_id=conversation.pk)
     if Turn.objects.filter(conversation=conversation, status=TurnStatus.WAITING_APPROVAL).exists():
         raise TurnRefused(_("A tool call in this conversation is waiting for your approval; answer it first."))
     if Turn.objects.filter(conversation=conversation, status__in=ACTIVE_STATUSES).exists():

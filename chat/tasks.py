@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import threading
 
-from asgiref.sync import sync_to_async
+from asgiref.sync import async_to_sync, sync_to_async
 from celery import shared_task
 from django.conf import settings
 from django.db import close_old_connections
@@ -88,9 +89,25 @@ def resume_turn_soon(turn_id: int) -> None:
     decision is committed; a turn whose task could not be sent stays queued
     and the recovery job sends it again."""
     try:
-        if settings.CELERY_TASK_ALWAYS_EAGER:
-            threading.Thread(target=_run_in_process, args=(turn_id,), name=f"owlai-turn-{turn_id}", daemon=True).start()
-        else:
+        if not settings.CELERY_TASK_ALWAYS_EAGER:
             run_turn.delay(turn_id)
+        elif _server_loop_running():
+            # Called from a socket's or a view's worker thread: the turn runs
+            # as the consumer runs it, so its events reach the in-memory layer
+            # on the server's event loop.
+            async_to_sync(enqueue_turn)(turn_id)
+        else:
+            threading.Thread(target=_run_in_process, args=(turn_id,), name=f"owlai-turn-{turn_id}", daemon=True).start()
     except Exception as exc:
         logger.warning("turn %s: could not be handed to a worker after its approval: %s", turn_id, exc)
+
+
+def _server_loop_running() -> bool:
+    """Whether this thread was started by sync_to_async from a running event
+    loop of this process (asgiref keeps that loop in a thread-local), so that
+    async_to_sync runs on it."""
+    from asgiref.sync import SyncToAsync
+
+    loop = getattr(SyncToAsync.threadlocal, "main_event_loop", None)
+    same_process = getattr(SyncToAsync.threadlocal, "main_event_loop_pid", None) == os.getpid()
+    return loop is not None and same_process and loop.is_running()
