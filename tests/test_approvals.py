@@ -158,9 +158,7 @@ def test_a_call_needing_approval_waits_without_running_and_without_a_worker(worl
         turn_start(conversation=world.conversation, user=world.user, text="또 질문", model=None)
 
 
-def test_approve_resumes_in_a_new_task_and_runs_the_call_once(
-    world, resumed, django_capture_on_commit_callbacks
-):
+def test_approve_resumes_in_a_new_task_and_runs_the_call_once(world, resumed, django_capture_on_commit_callbacks):
     world.fake.script = [tool_call(MAIL, {"text": BODY}, call_id="call_mail"), text("보냈습니다.")]
     turn = ask(world)
     turn = decide(world, turn, "approve", resumed, django_capture_on_commit_callbacks)
