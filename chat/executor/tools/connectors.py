@@ -242,8 +242,9 @@ class ConnectorCall:
         from governance.models import Connector
 
         view: ConnectorToolView = call.target.resource
+        connector = view.connector or Connector.objects.get(pk=view.connector_id)
         try:
-            target = connector_target(connector=Connector.objects.get(pk=view.connector_id))
+            target = connector_target(connector=connector)
         except ConnectorConfigError:
             # Its message names settings (variables, commands): for the admin, not the model.
             raise ToolFailed("connector misconfigured; an admin must fix its settings") from None
