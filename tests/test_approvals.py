@@ -306,7 +306,7 @@ def test_only_the_owner_decides_once_with_a_known_answer(world, django_user_mode
     assert web.post(url, {"decision": "perhaps"}, content_type="application/json").status_code == 400
     answered = web.post(url, {"decision": "deny"}, content_type="application/json")
     assert answered.status_code == 200 and answered.json()["status"] == "denied"
-    again = web.post(url, {"decision": "approve"}, content_type="application/json")
+    again = web.post(url, {"decision": "approve"}, content_type="application/json", HTTP_ACCEPT_LANGUAGE="en")
     assert again.status_code == 409 and "already answered" in again.json()["detail"]
     assert approval_events() == ["approval_denied"]
     assert AuditEvent.objects.get(kind="approval_denied").ip == "127.0.0.1"
