@@ -1,102 +1,64 @@
-"""Read-only audit screens: no add, change or delete anywhere.
+"""Read-only audit screens: no add, change or delete anywhere, no History.
 
-Built for big tables: no exact COUNT(*) (`show_full_result_count = False`),
-filters that are text inputs instead of DISTINCT scans, indexes behind every
-filter (see the migrations), and CSV export of the current filter capped at
-OWLAI_AUDIT_EXPORT_MAX_ROWS rows.
+Built for big tables: no exact COUNT(*) (`show_full_result_count = False`,
+CappedCountPaginator), filters that never scan for their choices (pickers ask
+the users' and connections' own admin; outcomes and kinds are vocabularies),
+indexes behind every filter (see the migrations), and CSV export of the
+current filter capped at OWLAI_AUDIT_EXPORT_MAX_ROWS rows.
+
+Every time is shown and exported as ISO 8601 in the installation's time zone
+with its offset (audit.times).
 """
 
 from __future__ import annotations
 
-from datetime import timedelta
+import datetime as dt
+import json
 
 from django.conf import settings
 from django.contrib import admin
 from django.contrib.auth import get_user_model
 from django.contrib.auth.admin import UserAdmin as DjangoUserAdmin
+from django.core.exceptions import ValidationError
 from django.core.paginator import Paginator
 from django.db import connection
 from django.db.models import Case, F, Q, Value, When
 from django.db.models.functions import Coalesce
-from django.http import HttpResponse, StreamingHttpResponse
-from django.urls import path
+from django.http import Http404, HttpResponse, StreamingHttpResponse
+from django.urls import NoReverseMatch, path, reverse
 from django.utils import timezone
 from django.utils.functional import cached_property
+from django.utils.html import format_html
 from django.utils.translation import gettext as _
-from django.utils.translation import gettext_lazy as _lazy
+from django.utils.translation import gettext_lazy
 
-from audit.admin_views import AuditedViewsMixin
+from audit.admin_filters import (
+    ActorFilter,
+    ConnectionFilter,
+    PeriodFilter,
+    PickerFiltersMixin,
+    ResourceKindFilter,
+    TimeRangeFilter,
+)
+from audit.admin_views import AuditedViewsMixin, filter_labels
 from audit.csv_export import stream_csv
-from audit.events import audit_event_write
+from audit.events import audit_event_write, user_delete
 from audit.models import (
     FINAL_OUTCOMES,
     NO_OUTCOME,
     NO_OUTCOME_LABEL,
     AuditEvent,
     EventKind,
+    Origin,
     Outcome,
+    ResourceKind,
     SqlExecution,
     ToolCallAudit,
+    resource_kind_label,
 )
+from audit.registry import register_resource_model, resource_model
 from audit.services import AuditWriteError
-
-
-class PeriodFilter(admin.SimpleListFilter):
-    title = _lazy("period")
-    parameter_name = "period"
-    DAYS = {"1d": 1, "7d": 7, "30d": 30, "90d": 90, "365d": 365}
-
-    def lookups(self, request, model_admin):
-        return [
-            ("1d", _lazy("Last 24 hours")),
-            ("7d", _lazy("Last 7 days")),
-            ("30d", _lazy("Last 30 days")),
-            ("90d", _lazy("Last 90 days")),
-            ("365d", _lazy("Last year")),
-        ]
-
-    def queryset(self, request, queryset):
-        days = self.DAYS.get(self.value() or "")
-        if days is None:
-            return queryset
-        return queryset.filter(created_at__gte=timezone.now() - timedelta(days=days))
-
-
-class InputFilter(admin.SimpleListFilter):
-    """A free-text filter: no DISTINCT query over millions of rows to build a
-    list of choices."""
-
-    template = "admin/audit/input_filter.html"
-    field = ""
-
-    def lookups(self, request, model_admin):
-        return [("", "")]  # the filter must have a choice to be shown
-
-    def choices(self, changelist):
-        # The other active filters travel along as hidden fields.
-        items = []
-        for key, values in changelist.params.items():
-            if key in (self.parameter_name, "p"):
-                continue
-            for value in values if isinstance(values, list) else [values]:
-                items.append((key, value))
-        yield {"value": self.value() or "", "query_string_items": items, "parameter_name": self.parameter_name}
-
-    def queryset(self, request, queryset):
-        value = (self.value() or "").strip()
-        return queryset.filter(**{self.field: value}) if value else queryset
-
-
-class UserFilter(InputFilter):
-    title = _lazy("user")
-    parameter_name = "user"
-    field = "actor_username"
-
-
-class ConnectionFilter(InputFilter):
-    title = _lazy("DB connection")
-    parameter_name = "connection"
-    field = "resource_name"
+from audit.times import local_iso, zone_label
 
 
 class CappedCountPaginator(Paginator):
@@ -113,9 +75,17 @@ class CappedCountPaginator(Paginator):
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
+    """Append-only records: nothing to add, change or delete, so no History
+    either (admin/audit/change_form.html drops the button; the URL is gone)."""
+
     show_full_result_count = False
+    # Facet counts are one COUNT per filter choice over the whole table.
+    show_facets = admin.ShowFacets.NEVER
     list_per_page = 50
     paginator = CappedCountPaginator
+
+    class Media:
+        css = {"all": ["audit/audit_admin.css"]}
 
     def has_add_permission(self, request) -> bool:
         return False
@@ -126,17 +96,42 @@ class ReadOnlyAdmin(admin.ModelAdmin):
     def has_delete_permission(self, request, obj=None) -> bool:
         return False
 
+    def history_view(self, request, object_id, extra_context=None):
+        raise Http404("append-only records have no change history")
+
+    @admin.display(description=gettext_lazy("time"), ordering="created_at")
+    def time(self, obj) -> str:
+        return local_iso(obj.created_at)
+
+    def changelist_view(self, request, extra_context=None):
+        extra_context = {**(extra_context or {}), "owlai_time_zone": zone_label()}
+        return super().changelist_view(request, extra_context)
+
+
+def _csv_value(value, words: dict[str, str]):
+    if isinstance(value, dt.datetime):
+        return local_iso(value)
+    return words.get(value, value) if isinstance(value, str) else value
+
 
 class CsvExportMixin:
-    """`export/` next to the changelist: the current filter as CSV."""
+    """`export/` next to the changelist: the current filter as CSV. Times are
+    ISO 8601 with their offset, and the time column's header names the zone;
+    coded columns (outcomes, kinds) are written in words."""
 
     change_list_template = "admin/audit/change_list_with_export.html"
     csv_columns: list[tuple[str, str]] = []  # (field, header)
+    csv_labels: dict = {}  # field -> choices (code -> label) giving a stored code in words
 
     def get_urls(self):
         info = self.model._meta.app_label, self.model._meta.model_name
         export = path("export/", self.admin_site.admin_view(self.export_csv), name="{}_{}_export".format(*info))
         return [export, *super().get_urls()]
+
+    def csv_header(self) -> list[str]:
+        return [
+            f"{header} ({zone_label()})" if field == "created_at" else str(header) for field, header in self.csv_columns
+        ]
 
     def export_csv(self, request):
         if not self.has_view_permission(request):
@@ -146,6 +141,10 @@ class CsvExportMixin:
         cap = settings.OWLAI_AUDIT_EXPORT_MAX_ROWS
         available = queryset[: cap + 1].count()
         filters = {k: v for k, v in request.GET.items() if k not in ("p", "o")}
+        details = {"cut": available > cap}
+        labels = filter_labels(changelist)
+        if labels:
+            details["filter_labels"] = labels
         try:
             # Recorded before the file exists: an export that cannot be
             # recorded does not happen.
@@ -155,17 +154,28 @@ class CsvExportMixin:
                 resource_kind=self.audit_resource_kind,
                 row_count=min(available, cap),
                 filters=filters,
-                details={"cut": available > cap},
+                details=details,
             )
         except AuditWriteError:
             return HttpResponse(_("The export could not be recorded in the audit log."), status=503)
         fields = [field for field, _header in self.csv_columns]
-        rows = queryset.values_list(*fields)[: cap + 1].iterator(chunk_size=1000)
-        stream = stream_csv([str(header) for _field, header in self.csv_columns], rows, max_rows=cap)
+        source = queryset.values_list(*fields)[: cap + 1].iterator(chunk_size=1000)
+        # Words in the language of this request, resolved now: the rows are
+        # written later, while the response streams, outside the request.
+        words = {field: {code: str(label) for code, label in choices()} for field, choices in self.csv_labels.items()}
+        stream = stream_csv(self.csv_header(), self._csv_rows(source, fields, words), max_rows=cap)
         response = StreamingHttpResponse(_in_batches(stream), content_type="text/csv; charset=utf-8")
-        stamp = timezone.localtime().strftime("%Y%m%d-%H%M%S")
+        stamp = timezone.localtime().strftime("%Y%m%d-%H%M%S%z")
         response["Content-Disposition"] = f'attachment; filename="{self.model._meta.model_name}-{stamp}.csv"'
         return response
+
+    def _csv_rows(self, source, fields, words: dict[str, dict[str, str]]):
+        labels = [words.get(field, {}) for field in fields]
+        try:
+            for row in source:
+                yield [_csv_value(value, label_of) for value, label_of in zip(row, labels, strict=True)]
+        finally:
+            source.close()  # releases the server-side cursor when the client goes away
 
 
 def _in_batches(stream, size: int = 200):
@@ -217,7 +227,7 @@ def with_call_outcome(queryset):
 class CallOutcomeFilter(admin.SimpleListFilter):
     """The call's outcome (see with_call_outcome), not its attempt row's."""
 
-    title = _lazy("outcome")
+    title = gettext_lazy("outcome")
     parameter_name = "outcome__exact"  # the URL of the former field filter keeps working
 
     def lookups(self, request, model_admin):
@@ -243,134 +253,245 @@ class CallOutcomeMixin:
     def get_queryset(self, request):
         return with_call_outcome(super().get_queryset(request))
 
-    @admin.display(description=_lazy("outcome"), ordering="line_outcome")
+    @admin.display(description=gettext_lazy("outcome"), ordering="line_outcome")
     def outcome_of_call(self, obj: ToolCallAudit) -> str:
-        value = _line(obj, "line_outcome", lambda o: o.call_outcome)
-        return str(dict(Outcome.choices).get(value, NO_OUTCOME_LABEL if value == NO_OUTCOME else value))
+        return outcome_label(_line(obj, "line_outcome", lambda o: o.call_outcome))
 
-    @admin.display(description=_lazy("rows returned"), ordering="line_row_count")
+    @admin.display(description=gettext_lazy("rows returned"), ordering="line_row_count")
     def rows_of_call(self, obj: ToolCallAudit):
-        return _line(obj, "line_row_count", lambda o: o.call_row_count)
+        value = _line(obj, "line_row_count", lambda o: o.call_row_count)
+        return "-" if value is None else value
 
-    @admin.display(description=_lazy("reason"))
+    @admin.display(description=gettext_lazy("reason"))
     def reason_of_call(self, obj: ToolCallAudit) -> str:
-        return _line(obj, "line_reason", lambda o: o.call_reason)
+        return _line(obj, "line_reason", lambda o: o.call_reason) or "-"
 
-    @admin.display(description=_lazy("duration (ms)"))
+    @admin.display(description=gettext_lazy("duration (ms)"))
     def duration_of_call(self, obj: ToolCallAudit):
-        return _line(
+        value = _line(
             obj, "line_duration_ms", lambda o: o.outcome_record.duration_ms if o.outcome_record else o.duration_ms
         )
+        return "-" if value is None else value
 
-    @admin.display(description=_lazy("outcome recorded at"))
+    @admin.display(description=gettext_lazy("outcome recorded at"))
     def outcome_time(self, obj: ToolCallAudit):
         record = obj.outcome_record
-        return record.created_at if record else "-"
+        return local_iso(record.created_at) if record else "-"
 
 
-# The attempt row's own fields, then the call's outcome (its outcome record's
-# when it has one) in place of the attempt's outcome, reason, rows and duration.
-CALL_READONLY_FIELDS = [
-    *(f.name for f in ToolCallAudit._meta.fields if f.name not in ("outcome", "reason", "row_count", "duration_ms")),
+def outcome_label(value) -> str:
+    return str(dict(Outcome.choices).get(value, NO_OUTCOME_LABEL if value == NO_OUTCOME else value))
+
+
+def _admin_link(kind: str, object_id, text: str) -> str:
+    """A link to the live object's admin page when its app registered the kind
+    and the object still exists; the plain text otherwise (records outlive
+    what they name)."""
+    model = resource_model(kind)
+    if model is None or object_id in (None, ""):
+        return text
+    opts = model._meta
+    try:
+        url = reverse(f"admin:{opts.app_label}_{opts.model_name}_change", args=[object_id])
+        exists = model._default_manager.filter(pk=object_id).exists()
+    except (NoReverseMatch, ValueError, ValidationError):  # a malformed id names nothing
+        return text
+    return format_html('<a href="{}">{}</a>', url, text) if exists else text
+
+
+# The detail page of a call, in reading order: who, what, where, then the
+# call's outcome (its outcome record's when it has one, in place of the
+# attempt row's own outcome, reason, rows and duration), then the SQL. Times
+# as ISO 8601 with offset, kinds in words, the conversation as a link to its
+# metadata page.
+CALL_DETAIL_FIELDS = [
+    "time",
+    "actor_username",
+    "actor_id",
+    "tool",
+    "resource_kind_shown",
+    "resource_id",
+    "resource_name",
+    "origin",
+    "origin_ref",
+    "conversation",
+    "turn_id",
     "outcome_of_call",
     "reason_of_call",
     "rows_of_call",
     "duration_of_call",
     "outcome_time",
+    "sql_text",
+    "sql_truncated",
+    "tables_read",
 ]
 
 TOOL_CALL_COLUMNS = [
-    ("created_at", _lazy("time")),
-    ("actor_username", _lazy("user")),
-    ("tool", _lazy("tool")),
-    ("resource_name", _lazy("resource")),
-    ("line_outcome", _lazy("outcome")),
-    ("line_reason", _lazy("reason")),
-    ("line_row_count", _lazy("rows returned")),
-    ("tables", _lazy("tables read")),
-    ("sql_text", _lazy("SQL")),
-    ("sql_truncated", _lazy("SQL truncated")),
-    ("origin", _lazy("origin")),
-    ("conversation_id", _lazy("conversation id")),
-    ("turn_id", _lazy("turn id")),
-    ("line_duration_ms", _lazy("duration (ms)")),
+    ("created_at", gettext_lazy("time")),
+    ("actor_username", gettext_lazy("user")),
+    ("tool", gettext_lazy("tool")),
+    ("resource_name", gettext_lazy("resource")),
+    ("line_outcome", gettext_lazy("outcome")),
+    ("line_reason", gettext_lazy("reason")),
+    ("line_row_count", gettext_lazy("rows returned")),
+    ("tables", gettext_lazy("tables read")),
+    ("sql_text", gettext_lazy("SQL")),
+    ("sql_truncated", gettext_lazy("SQL truncated")),
+    ("origin", gettext_lazy("origin")),
+    ("conversation_id", gettext_lazy("conversation id")),
+    ("turn_id", gettext_lazy("turn id")),
+    ("line_duration_ms", gettext_lazy("duration (ms)")),
 ]
 
 
-@admin.register(SqlExecution)
-class SqlExecutionAdmin(CallOutcomeMixin, AuditedViewsMixin, CsvExportMixin, ReadOnlyAdmin):
-    audit_resource_kind = "sql_execution"
+class ToolCallScreen(CallOutcomeMixin, AuditedViewsMixin, PickerFiltersMixin, CsvExportMixin, ReadOnlyAdmin):
     audit_owner_field = "actor_id"
     audit_owner_name_field = "actor_username"
     csv_columns = TOOL_CALL_COLUMNS
-    list_display = ("created_at", "actor_username", "resource_name", "outcome_of_call", "rows_of_call", "short_sql")
-    list_filter = (PeriodFilter, UserFilter, ConnectionFilter, CallOutcomeFilter)
+    csv_labels = {"line_outcome": lambda: Outcome.choices, "origin": lambda: Origin.choices}
     search_fields = ("sql_text",)  # see get_search_results: SQL text and table names
-    search_help_text = _lazy("Searches the SQL text and the names of the tables read.")
-    readonly_fields = CALL_READONLY_FIELDS
-
-    def get_queryset(self, request):
-        return super().get_queryset(request).filter(tool="run_sql")
+    fields = CALL_DETAIL_FIELDS
+    readonly_fields = CALL_DETAIL_FIELDS
 
     def get_search_results(self, request, queryset, search_term):
         return _search_sql_and_tables(queryset, search_term), False
 
-    @admin.display(description=_lazy("SQL"))
+    @admin.display(description=gettext_lazy("resource kind"))
+    def resource_kind_shown(self, obj: ToolCallAudit) -> str:
+        return resource_kind_label(obj.resource_kind) or "-"
+
+    @admin.display(description=gettext_lazy("tables read"))
+    def tables_read(self, obj: ToolCallAudit) -> str:
+        return ", ".join(str(t) for t in obj.tables or []) or "-"
+
+    @admin.display(description=gettext_lazy("conversation"))
+    def conversation(self, obj: ToolCallAudit) -> str:
+        if obj.conversation_id is None:
+            return "-"
+        return _admin_link(ResourceKind.CONVERSATION, obj.conversation_id, str(obj.conversation_id))
+
+
+@admin.register(SqlExecution)
+class SqlExecutionAdmin(ToolCallScreen):
+    audit_resource_kind = ResourceKind.SQL_EXECUTION
+    list_display = ("time", "actor_username", "resource_name", "outcome_of_call", "rows_of_call", "short_sql")
+    list_filter = (
+        ("created_at", TimeRangeFilter),
+        PeriodFilter,
+        ActorFilter,
+        ConnectionFilter,
+        CallOutcomeFilter,
+    )
+    search_help_text = gettext_lazy("Searches the SQL text and the names of the tables read.")
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).filter(tool="run_sql")
+
+    @admin.display(description=gettext_lazy("SQL"))
     def short_sql(self, obj: ToolCallAudit) -> str:
         return obj.sql_text[:120]
 
 
 @admin.register(ToolCallAudit)
-class ToolCallAuditAdmin(CallOutcomeMixin, AuditedViewsMixin, CsvExportMixin, ReadOnlyAdmin):
-    audit_resource_kind = "tool_call"
-    audit_owner_field = "actor_id"
-    audit_owner_name_field = "actor_username"
-    csv_columns = TOOL_CALL_COLUMNS
-    list_display = ("created_at", "actor_username", "tool", "resource_name", "outcome_of_call", "rows_of_call")
-    list_filter = (PeriodFilter, UserFilter, "tool", CallOutcomeFilter)
-    search_fields = ("sql_text",)
-    readonly_fields = CALL_READONLY_FIELDS
+class ToolCallAuditAdmin(ToolCallScreen):
+    audit_resource_kind = ResourceKind.TOOL_CALL
+    list_display = ("time", "actor_username", "tool", "resource_name", "outcome_of_call", "rows_of_call")
+    list_filter = (
+        ("created_at", TimeRangeFilter),
+        PeriodFilter,
+        ActorFilter,
+        ConnectionFilter,
+        "tool",
+        CallOutcomeFilter,
+    )
 
-    def get_search_results(self, request, queryset, search_term):
-        return _search_sql_and_tables(queryset, search_term), False
+
+def _filters_text(event: AuditEvent) -> str:
+    """The filters a list view or export had, as the reader saw them: the
+    filter titles and chosen values recorded with the event, else the raw
+    query parameters."""
+    labels = (event.details or {}).get("filter_labels") if isinstance(event.details, dict) else None
+    pairs = labels if isinstance(labels, dict) and labels else (event.filters or {})
+    return "; ".join(f"{key}: {value}" for key, value in pairs.items()) if isinstance(pairs, dict) else ""
 
 
-class EventUserFilter(InputFilter):
-    title = _lazy("user")
-    parameter_name = "user"
-    field = "actor_username"
+# Names a resource by, where the event's details hold one.
+_NAME_KEYS = ("role", "connection", "name", "setting")
 
 
 @admin.register(AuditEvent)
-class AuditEventAdmin(CsvExportMixin, ReadOnlyAdmin):
-    audit_resource_kind = "admin_event"
+class AuditEventAdmin(PickerFiltersMixin, CsvExportMixin, ReadOnlyAdmin):
+    audit_resource_kind = ResourceKind.ADMIN_EVENT
     csv_columns = [
-        ("created_at", _lazy("time")),
-        ("kind", _lazy("event")),
-        ("actor_username", _lazy("user")),
-        ("ip", _lazy("IP address")),
-        ("user_agent", _lazy("browser")),
-        ("resource_kind", _lazy("resource kind")),
-        ("resource_id", _lazy("resource id")),
-        ("owner_username", _lazy("owner")),
-        ("row_count", _lazy("rows")),
-        ("filters", _lazy("filters")),
-        ("details", _lazy("details")),
+        ("created_at", gettext_lazy("time")),
+        ("kind", gettext_lazy("event")),
+        ("actor_username", gettext_lazy("user")),
+        ("ip", gettext_lazy("IP address")),
+        ("user_agent", gettext_lazy("browser")),
+        ("resource_kind", gettext_lazy("resource kind")),
+        ("resource_id", gettext_lazy("resource id")),
+        ("owner_username", gettext_lazy("owner")),
+        ("row_count", gettext_lazy("rows")),
+        ("filters", gettext_lazy("filters")),
+        ("details", gettext_lazy("details")),
     ]
-    list_display = ("created_at", "kind", "actor_username", "ip", "resource_kind", "owner_username", "row_count")
-    list_filter = (PeriodFilter, EventUserFilter, "kind")
-    search_fields = ("resource_kind", "resource_id")
-    readonly_fields = [f.name for f in AuditEvent._meta.fields]
+    csv_labels = {"kind": lambda: EventKind.choices, "resource_kind": lambda: ResourceKind.choices}
+    list_display = ("time", "kind", "actor_username", "ip", "target", "owner_username", "row_count", "filters_shown")
+    list_filter = (("created_at", TimeRangeFilter), PeriodFilter, ActorFilter, "kind", ResourceKindFilter)
+    search_fields = ("resource_id", "owner_username")
+    search_help_text = gettext_lazy("Searches the resource id and the owner's user name.")
+    fields = readonly_fields = [
+        "time",
+        "kind",
+        "actor_username",
+        "actor_id",
+        "ip",
+        "user_agent",
+        "target",
+        "owner_username",
+        "owner_id",
+        "row_count",
+        "filters_shown",
+        "details_shown",
+    ]
+
+    @admin.display(description=gettext_lazy("target"), ordering="resource_kind")
+    def target(self, obj: AuditEvent) -> str:
+        label = resource_kind_label(obj.resource_kind)
+        details = obj.details if isinstance(obj.details, dict) else {}
+        name = next((str(details[key]) for key in _NAME_KEYS if details.get(key)), "")
+        parts = [label, f"#{obj.resource_id}" if obj.resource_id else "", name]
+        return " ".join(part for part in parts if part) or "-"
+
+    @admin.display(description=gettext_lazy("filters"))
+    def filters_shown(self, obj: AuditEvent) -> str:
+        return _filters_text(obj) or "-"
+
+    @admin.display(description=gettext_lazy("details"))
+    def details_shown(self, obj: AuditEvent) -> str:
+        if not obj.details:
+            return "-"
+        text = json.dumps(obj.details, ensure_ascii=False, indent=2, sort_keys=True, default=str)
+        return format_html("<pre>{}</pre>", text)
 
 
 # The user list shows who works here and what they may do: opening it (or a
 # user other than oneself) is an admin view event too.
 User = get_user_model()
 admin.site.unregister(User)
+register_resource_model(ResourceKind.USER, User)
 
 
 @admin.register(User)
 class AuditedUserAdmin(AuditedViewsMixin, DjangoUserAdmin):
-    audit_resource_kind = "user"
+    audit_resource_kind = ResourceKind.USER
     audit_owner_field = "pk"
     audit_owner_name_field = "username"
+
+    # Deleting an account deletes its conversations too: on the record.
+    def delete_model(self, request, obj) -> None:
+        user_delete(user=obj, request=request)
+
+    def delete_queryset(self, request, queryset) -> None:
+        for user in queryset:
+            user_delete(user=user, request=request)

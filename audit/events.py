@@ -10,7 +10,7 @@ from __future__ import annotations
 import ipaddress
 from typing import Any
 
-from audit.models import AuditEvent, EventKind
+from audit.models import AuditEvent, EventKind, ResourceKind
 from audit.services import AuditWriteError
 
 
@@ -64,3 +64,37 @@ def audit_event_write(
         )
     except Exception as exc:
         raise AuditWriteError(f"audit event could not be written: {exc.__class__.__name__}") from exc
+
+
+def user_delete(*, user, request=None) -> AuditEvent:
+    """Delete a user account on the record. Deleting an account deletes what
+    hangs on it (role memberships, and conversations with their messages, of
+    whatever app): the event counts each, by model, never their content, and
+    is written in the same transaction (not recorded, not deleted)."""
+    from django.db import router, transaction
+    from django.db.models.deletion import Collector
+
+    using = router.db_for_write(type(user))
+    with transaction.atomic(using=using):
+        collector = Collector(using=using)
+        collector.collect([user])
+        removed: dict[str, int] = {}
+        for model, instances in collector.data.items():
+            removed[model._meta.label_lower] = removed.get(model._meta.label_lower, 0) + len(instances)
+        for queryset in collector.fast_deletes:
+            count = queryset.count()
+            if count:
+                label = queryset.model._meta.label_lower
+                removed[label] = removed.get(label, 0) + count
+        user_id, username = user.pk, user.get_username()
+        event = audit_event_write(
+            kind=EventKind.PERMISSION_CHANGE,
+            request=request,
+            resource_kind=ResourceKind.USER,
+            resource_id=user_id,
+            owner_id=user_id,
+            owner_username=username,
+            details={"user": username, "deleted": True, "deleted_with": dict(sorted(removed.items()))},
+        )
+        user.delete()
+    return event

@@ -10,6 +10,7 @@ from django.db import models
 from django.utils.translation import gettext_lazy as _
 
 from audit import tables
+from audit.times import local_iso
 
 
 class Outcome(models.TextChoices):
@@ -72,7 +73,8 @@ class ToolCallAudit(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"{self.created_at:%Y-%m-%d %H:%M:%S} {self.actor_username} {self.tool} {self.outcome}"
+        # Not the outcome: a started call's outcome lives in its outcome record.
+        return f"{local_iso(self.created_at)} {self.actor_username} {self.tool}"
 
     @property
     def outcome_record(self) -> ToolCallOutcome | None:
@@ -129,7 +131,7 @@ class ToolCallOutcome(models.Model):
         ordering = ["-created_at", "-id"]
 
     def __str__(self) -> str:
-        return f"{self.created_at:%Y-%m-%d %H:%M:%S} #{self.attempt_id} {self.outcome}"
+        return f"{local_iso(self.created_at)} #{self.attempt_id} {self.get_outcome_display()}"
 
 
 class EventKind(models.TextChoices):
@@ -150,6 +152,9 @@ class EventKind(models.TextChoices):
     CONNECTOR_DEFINITION_APPROVED = "connector_definition_approved", _("Connector tool definition approved")
     URL_REVEAL = "url_reveal", _("Credentialed URL revealed")
     URL_REVEAL_REFUSED = "url_reveal_refused", _("Credentialed URL reveal refused")
+    API_TOKEN_CREATED = "api_token_created", _("API token created")
+    API_TOKEN_REVOKED = "api_token_revoked", _("API token revoked")
+    API_TOKEN_USED = "api_token_used", _("API request with a token")
     # Decisions on connector calls that need approval (never the arguments:
     # they hold mail bodies, comments, customer data).
     APPROVAL_APPROVED = "approval_approved", _("Tool call approved")
@@ -161,6 +166,34 @@ class EventKind(models.TextChoices):
     # The same call was denied repeatedly in the conversation: refused without asking.
     APPROVAL_AUTO_BLOCKED = "approval_auto_blocked", _("Tool call blocked automatically")
     ALWAYS_ALLOW_REVOKED = "always_allow_revoked", _("Always allow revoked")
+
+
+class ResourceKind(models.TextChoices):
+    """What an audit record's `resource_kind` names: one vocabulary for every
+    writer (tests/test_vocabulary.py checks the literals in the code)."""
+
+    TOOL_CALL = "tool_call", _("Tool call records")
+    SQL_EXECUTION = "sql_execution", _("SQL execution history")
+    ADMIN_EVENT = "admin_event", _("Admin events")
+    USER = "user", _("User")
+    CONVERSATION = "conversation", _("Conversation")
+    DB_CONNECTION = "db_connection", _("DB connection")
+    DOCUMENT_COLLECTION = "document_collection", _("Document collection")
+    COLUMN_CLASSIFICATION = "column_classification", _("Column classification")
+    ROLE = "role", _("Role")
+    LLM_MODEL = "llm_model", _("Model")
+    FEATURE_DEFAULT = "feature_default", _("Feature default model")
+    TURN_PREVIEW = "turn_preview", _("Turn preview")
+    CLASSIFICATION_COVERAGE = "classification_coverage", _("Classification coverage")
+    CONNECTOR = "connector", _("Connector")
+    CONNECTOR_TOOL = "connector_tool", _("Connector tool")
+    ALWAYS_ALLOW = "always_allow", _("Always-allowed tool")
+    SPILL_FILE = "spill_file", _("Spilled result")
+
+
+def resource_kind_label(value: str) -> str:
+    """The kind in words; an unknown (older or newer) code as it is."""
+    return str(dict(ResourceKind.choices).get(value, value)) if value else ""
 
 
 class AuditEvent(models.Model):
@@ -195,7 +228,7 @@ class AuditEvent(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"{self.created_at:%Y-%m-%d %H:%M:%S} {self.actor_username} {self.kind}"
+        return f"{local_iso(self.created_at)} {self.actor_username} {self.get_kind_display()}"
 
 
 class AuditDigest(models.Model):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -14,6 +15,7 @@ from chat.context import TurnContext
 from chat.executor import ToolResult
 from chat.executor.policy import ApprovalSuspends
 from chat.llm import AssistantReply, ModelClient, ToolCall
+from governance.refusals import localize
 
 Emit = Callable[[str, dict], None]
 Execute = Callable[..., ToolResult]
@@ -187,6 +189,75 @@ def _call_json(call: ToolCall) -> dict:
     return {"id": call.id, "name": call.name, "arguments": call.arguments}
 
 
+class TurnCancelled(Exception):
+    """The owner asked the turn to stop (`cancel_requested`): it stops before
+    its next model or tool call. `new_messages` is what this turn produced
+    until then (the answer so far, the tool calls that ran), kept so the page
+    shows the same after a reload."""
+
+    def __init__(self, new_messages: list[dict]) -> None:
+        super().__init__("cancelled")
+        self.new_messages = new_messages
+
+
+# What a tool step shows of its input and result: enough to read, bounded so
+# one step cannot make a stored event (and every resync) huge.
+STEP_INPUT_MAX_CHARS = 10_000
+STEP_RESULT_MAX_CHARS = 8_000
+
+
+def step_started_payload(call) -> dict:
+    """`tool.started`: the call as the model wrote it, tokens included: the
+    resource it named and its SQL or search query. Unparseable or oversize
+    arguments are shown as far as they go; the executor refuses them."""
+    payload: dict = {"call_id": call.id, "tool": call.name}
+    try:
+        args = json.loads(call.arguments) if len(call.arguments) <= settings.OWLAI_TOOL_ARGUMENT_MAX_CHARS else {}
+    except (TypeError, ValueError):
+        args = {}
+    if not isinstance(args, dict):
+        args = {}
+    resource = args.get("connection", args.get("collection"))
+    if isinstance(resource, str):
+        payload["resource"] = resource[:200]
+    for field in ("sql", "query"):
+        if isinstance(args.get(field), str):
+            payload[field] = args[field][:STEP_INPUT_MAX_CHARS]
+            if len(args[field]) > STEP_INPUT_MAX_CHARS:
+                payload["input_truncated"] = True
+    return payload
+
+
+def step_finished_payload(call, result: ToolResult, duration_ms: int) -> dict:
+    """`tool.finished`: outcome, rows, duration, the refusal or failure reason
+    (in the turn's language, as a person reads it: the model is told the
+    checks' fixed English form inside a translated frame, which the page
+    would otherwise show half in each language), and the start of the
+    result the model read."""
+    payload: dict = {
+        "call_id": call.id,
+        "tool": call.name,
+        "outcome": result.outcome,
+        "row_count": result.row_count,
+        "duration_ms": duration_ms,
+    }
+    reason = getattr(result, "reason", None)
+    if reason is None and result.outcome != "success":
+        try:
+            parsed = json.loads(result.content)
+        except (TypeError, ValueError):
+            parsed = None
+        if isinstance(parsed, dict) and isinstance(parsed.get("error"), str):
+            reason = parsed["error"]
+    if reason:
+        payload["reason"] = localize(str(reason))[:2000]
+    content = result.content or ""
+    payload["result"] = content[:STEP_RESULT_MAX_CHARS]
+    if len(content) > STEP_RESULT_MAX_CHARS:
+        payload["result_truncated"] = True
+    return payload
+
+
 def run_agent_loop(
     *,
     ctx: TurnContext,
@@ -197,6 +268,7 @@ def run_agent_loop(
     emit: Emit,
     max_steps: int,
     still_wanted: Callable[[], bool] | None = None,
+    cancel_requested: Callable[[], bool] | None = None,
     history_chars: int | None = None,
     resume: LoopState | None = None,
 ) -> LoopResult:
@@ -222,21 +294,21 @@ def run_agent_loop(
         # model or tool call rather than finish a turn nobody may see.
         if still_wanted is not None and not still_wanted():
             raise TurnAbandoned
+        if cancel_requested is not None and cancel_requested():
+            raise TurnCancelled(new)
 
     def run_calls(calls: list[ToolCall], *, first_announced: bool) -> None:
         for index, call in enumerate(calls):
             check()
             if not (index == 0 and first_announced):
-                emit("tool.started", {"call_id": call.id, "tool": call.name})
+                emit("tool.started", step_started_payload(call))
+            started = time.perf_counter()
             try:
                 result = execute(ctx, name=call.name, arguments=call.arguments)
             except ApprovalSuspends as waiting:
                 pending = [_call_json(c) for c in calls[index:]]
                 raise TurnSuspended(LoopState(new=list(new), steps=steps, pending=pending), waiting.request) from None
-            emit(
-                "tool.finished",
-                {"call_id": call.id, "tool": call.name, "outcome": result.outcome, "row_count": result.row_count},
-            )
+            emit("tool.finished", step_finished_payload(call, result, round((time.perf_counter() - started) * 1000)))
             new.append({"role": "tool", "tool_call_id": call.id, "content": result.content})
 
     if resume is not None:
@@ -251,6 +323,9 @@ def run_agent_loop(
         steps += 1
         stream.flush()
         new.append(_assistant_entry(reply))
+        # Stop pressed while the model answered: what streamed stays, the
+        # turn ends cancelled rather than completed.
+        check()
         if not reply.tool_calls:
             emit("message.completed", {"text": reply.content})
             return LoopResult(new_messages=new, final_text=reply.content, step_limit_hit=False)

@@ -7,11 +7,13 @@ from __future__ import annotations
 from django.contrib.auth.decorators import login_required
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
+from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
 from rest_framework.decorators import api_view
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from chat import serializers as api
 from chat.approvals import DECISIONS, ApprovalError, always_allow_revoke, tool_approval_decide
 from chat.models import AlwaysAllow
 
@@ -20,6 +22,23 @@ class DecisionSerializer(serializers.Serializer):
     decision = serializers.ChoiceField(choices=sorted(DECISIONS))
 
 
+class DecidedSerializer(serializers.Serializer):
+    id = serializers.UUIDField()
+    status = serializers.CharField(help_text="approved, always_allowed or denied")
+
+
+class AlwaysAllowedSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    connector = serializers.CharField()
+    tool = serializers.CharField()
+    created_at = serializers.DateTimeField()
+
+
+@extend_schema(
+    request=DecisionSerializer,
+    responses={200: DecidedSerializer, 409: api.DetailSerializer},
+    summary="Answer a pending approval request of a connector call (the turn then goes on; audited)",
+)
 @api_view(["POST"])
 def approval_decide(request: Request, approval_id) -> Response:
     """{"decision": "approve" | "always_allow" | "deny"} on a pending request
@@ -56,12 +75,19 @@ def _grant_json(grant: AlwaysAllow) -> dict:
     }
 
 
+@extend_schema(
+    responses={200: AlwaysAllowedSerializer(many=True)},
+    summary="The connector tools this user always allows (calls run without asking)",
+)
 @api_view(["GET"])
 def always_allowed(request: Request) -> Response:
     """The connector tools this user always allows (not revoked)."""
     return Response([_grant_json(grant) for grant in _active(request.user)])
 
 
+@extend_schema(
+    responses={204: None}, summary="Revoke an always-allowed tool: its calls are asked about again (audited)"
+)
 @api_view(["DELETE"])
 def always_allowed_revoke(request: Request, grant_id: int) -> Response:
     grant = get_object_or_404(AlwaysAllow, pk=grant_id, user=request.user, revoked_at__isnull=True)

@@ -50,7 +50,7 @@ from django.utils.translation import gettext as _
 from django.utils.translation import gettext_noop
 
 from audit.events import audit_event_write
-from audit.models import EventKind
+from audit.models import EventKind, ResourceKind
 from chat import events
 from chat.executor.policy import ApprovalSuspends, Decision
 from chat.executor.reasons import Reason
@@ -227,7 +227,7 @@ def _gate_event(kind: str, ctx, view: ConnectorToolView, **details: Any) -> None
     audit_event_write(
         kind=kind,
         actor=user,
-        resource_kind="connector_tool",
+        resource_kind=ResourceKind.CONNECTOR_TOOL,
         resource_id=view.tool_id,
         owner_id=ctx.user_id,
         owner_username=ctx.username,
@@ -333,7 +333,20 @@ def tool_approvals_expire(*, now=None, conversation_id=None) -> int:
     return expired
 
 
-def _settle(approval: ToolApproval, status: str, *, actor=None, request=None) -> None:
+def tool_approvals_withdraw(*, turn: Turn, actor, request=None) -> int:
+    """The user stopped a turn that waits for an approval (turn_cancel): its
+    pending request counts as denied (an `approval_denied` event, marked as a
+    Stop) and the turn is not resumed: the caller ends it, in its transaction."""
+    withdrawn = 0
+    for approval in ToolApproval.objects.select_for_update().filter(turn=turn, status=ApprovalStatus.PENDING):
+        _settle(approval, ApprovalStatus.DENIED, actor=actor, request=request, resume=False, stopped=True)
+        withdrawn += 1
+    return withdrawn
+
+
+def _settle(
+    approval: ToolApproval, status: str, *, actor=None, request=None, resume: bool = True, stopped: bool = False
+) -> None:
     """Inside the caller's transaction, with the approval locked."""
     now = timezone.now()
     approval.status, approval.decided_at = status, now
@@ -345,6 +358,8 @@ def _settle(approval: ToolApproval, status: str, *, actor=None, request=None) ->
         "turn_id": approval.turn_id,
         "approval_id": str(approval.pk),
     }
+    if stopped:
+        details["stopped"] = True  # by the user's Stop on the waiting turn
     if status == ApprovalStatus.ALWAYS_ALLOWED and approval.connector_tool_id is not None:
         grant = AlwaysAllow.objects.filter(
             user_id=approval.user_id, connector_tool_id=approval.connector_tool_id, revoked_at__isnull=True
@@ -366,14 +381,15 @@ def _settle(approval: ToolApproval, status: str, *, actor=None, request=None) ->
         kind=_EVENT_OF[status],
         request=request,
         actor=actor,
-        resource_kind="connector_tool",
+        resource_kind=ResourceKind.CONNECTOR_TOOL,
         resource_id=approval.connector_tool_id or "",
         owner_id=owner.pk,
         owner_username=owner.get_username(),
         details=details,
     )
-    decided = {"approval_id": str(approval.pk), "call_id": approval.tool_call_id, "decision": status}
-    _resume(approval.turn_id, decided)
+    if resume:
+        decided = {"approval_id": str(approval.pk), "call_id": approval.tool_call_id, "decision": status}
+        _resume(approval.turn_id, decided)
 
 
 def _resume(turn_id: int, decided: dict) -> None:
@@ -416,7 +432,7 @@ def always_allow_revoke(*, grant: AlwaysAllow, actor, request=None) -> AlwaysAll
             kind=EventKind.ALWAYS_ALLOW_REVOKED,
             request=request,
             actor=actor,
-            resource_kind="connector_tool",
+            resource_kind=ResourceKind.CONNECTOR_TOOL,
             resource_id=tool.pk,
             owner_id=locked.user_id,
             owner_username=locked.user.get_username(),

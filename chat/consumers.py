@@ -56,16 +56,26 @@ import json
 import logging
 import time
 import uuid
+from importlib import import_module
 
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
 from django.utils import translation
+from django.utils.crypto import constant_time_compare
 from django.utils.translation import gettext as _
 
+from accounts.language import browser_language
 from chat import events
 from chat.models import Conversation
-from chat.services import TurnRefused, conversation_state, turn_events_after, turn_start
+from chat.services import (
+    TurnCancelRefused,
+    TurnRefused,
+    conversation_state,
+    turn_cancel,
+    turn_events_after,
+    turn_start,
+)
 from chat.tasks import enqueue_turn
 
 logger = logging.getLogger(__name__)
@@ -77,8 +87,12 @@ logger = logging.getLogger(__name__)
 # once, the last waited for the 49 turn starts before it.
 off_loop = functools.partial(database_sync_to_async, thread_sensitive=False)
 
+# Refusals are sent as close codes on an accepted socket (not an HTTP 403
+# at the handshake, which a browser reports only as 1006): the page can tell
+# "sign in again" (4401) from "not yours" (4403) from "no such endpoint" (4404).
 CLOSE_UNAUTHENTICATED = 4401
 CLOSE_FORBIDDEN = 4403
+CLOSE_NOT_FOUND = 4404
 # The channel layer is unreachable: the client reconnects with backoff.
 CLOSE_TRY_AGAIN_LATER = 1013
 # The client kept sending far more frames than its limit.
@@ -158,17 +172,17 @@ class ChatConsumer(AsyncWebsocketConsumer):
         flood_rate = settings.OWLAI_WS_FRAMES_PER_SECOND * settings.OWLAI_WS_FLOOD_FACTOR
         self._flood = TokenBucket(flood_rate, max(1.0, flood_rate * settings.OWLAI_WS_FLOOD_SECONDS))
         self._protocol = find_protocol(self.base_send)
+        self.language = self._language()
         user = self.scope.get("user")
         if user is None or not user.is_authenticated:
-            await self.close(code=CLOSE_UNAUTHENTICATED)
+            await self._refuse(CLOSE_UNAUTHENTICATED)
             return
         conversation_id = self.scope["url_route"]["kwargs"]["conversation_id"]
         self.conversation = await self._owned_conversation(conversation_id, user.pk)
         if self.conversation is None:
             # Same answer for "not yours" and "does not exist".
-            await self.close(code=CLOSE_FORBIDDEN)
+            await self._refuse(CLOSE_FORBIDDEN)
             return
-        self.language = self._language()
         self.group = self.conversation.group_name
         joined = await self._join()
         await self.accept()
@@ -178,6 +192,12 @@ class ChatConsumer(AsyncWebsocketConsumer):
         # Joined first, then read: whatever is stored after this read also
         # reaches this socket live (or shows up as a gap and is synced).
         await self._send_state()
+
+    async def _refuse(self, code: int) -> None:
+        """Accept, then close with `code`: nothing is read or sent between."""
+        self.closing = True
+        await self.accept()
+        await self.close(code=code)
 
     async def disconnect(self, code: int) -> None:
         await self._leave()
@@ -214,67 +234,113 @@ class ChatConsumer(AsyncWebsocketConsumer):
         if self.closing:
             return
         with translation.override(self.language):
-            if not self._frames.take():
-                await self._rate_limited(_("Too many frames; slow down."))
-                return
-            if text_data is None:
-                await self._error("bad_frame", _("Binary frames are not supported; send JSON text."))
-                return
-            if len(text_data.encode("utf-8")) > settings.OWLAI_WS_MAX_FRAME_BYTES:
-                await self._error("frame_too_large", _("The frame is too large."))
-                return
             try:
-                payload = json.loads(text_data)
-            except ValueError:
-                await self._error("malformed_json", _("The frame is not valid JSON."))
-                return
-            if not isinstance(payload, dict) or not isinstance(payload.get("type"), str):
-                await self._error("bad_event", _("An event must be a JSON object with a string 'type'."))
-                return
-            if payload["type"] == "turn.start":
-                if not self._turn_starts.take():
-                    await self._rate_limited(_("Too many turns started; wait a moment before asking again."))
-                    return
-                await self._turn_start(payload)
-            elif payload["type"] == "sync":
-                await self._sync_frame(payload)
-            elif payload["type"] == "approval.decide":
-                await self._approval_decide(payload)
-            else:
-                await self._error("unknown_type", _("Unknown event type: %(type)s") % {"type": payload["type"][:50]})
+                await self._receive(text_data, bytes_data)
+            except Exception:
+                # A frame must never take the socket down (1011): whatever
+                # went wrong is logged and answered, the socket stays open.
+                logger.exception("frame on %s could not be handled", self.channel_name)
+                await self._error("internal_error", _("The frame could not be handled. Please try again."))
 
-    async def _rate_limited(self, message: str) -> None:
+    async def _receive(self, text_data: str | None, bytes_data: bytes | None) -> None:
+        if not self._frames.take():
+            await self._rate_limited(_("Too many frames; slow down."))
+            return
+        if text_data is None:
+            await self._error("bad_frame", _("Binary frames are not supported; send JSON text."))
+            return
+        # "surrogatepass": a server that hands over lone surrogates must not
+        # make the size check itself raise; they are refused just below.
+        if len(text_data.encode("utf-8", "surrogatepass")) > settings.OWLAI_WS_MAX_FRAME_BYTES:
+            await self._error("frame_too_large", _("The frame is too large."))
+            return
+        try:
+            payload = json.loads(text_data)
+        except (ValueError, RecursionError):  # RecursionError: nested too deep
+            await self._error("malformed_json", _("The frame is not valid JSON."))
+            return
+        if not _is_valid_unicode(payload):
+            # JSON escapes such as "\ud800" decode to lone surrogates, which
+            # no database, log or socket can carry as UTF-8.
+            await self._error("invalid_unicode", _("The frame contains invalid Unicode (a lone surrogate)."))
+            return
+        if not isinstance(payload, dict) or not isinstance(payload.get("type"), str):
+            await self._error("bad_event", _("An event must be a JSON object with a string 'type'."))
+            return
+        ref = payload.get("ref")
+        if ref is not None and not (isinstance(ref, str) and len(ref) <= 64):
+            await self._error("bad_event", _("'ref' must be a string of at most 64 characters."))
+            return
+        if (
+            payload["type"] in ("turn.start", "turn.cancel", "sync", "approval.decide")
+            and not await self._session_alive()
+        ):
+            # Signed out (or the session expired) since this socket opened:
+            # the page signs in again and comes back (README close codes).
+            await self._close_for_limit(CLOSE_UNAUTHENTICATED)
+            return
+        if payload["type"] == "turn.start":
+            if not self._turn_starts.take():
+                await self._rate_limited(_("Too many turns started; wait a moment before asking again."), ref=ref)
+                return
+            await self._turn_start(payload, ref)
+        elif payload["type"] == "turn.cancel":
+            await self._turn_cancel(payload, ref)
+        elif payload["type"] == "sync":
+            await self._sync_frame(payload)
+        elif payload["type"] == "approval.decide":
+            await self._approval_decide(payload, ref)
+        else:
+            await self._error("unknown_type", _("Unknown event type: %(type)s") % {"type": payload["type"][:50]})
+
+    async def _rate_limited(self, message: str, ref: str | None = None) -> None:
         if not self._flood.take():
             logger.warning("closing %s: it keeps sending far past its rate limit", self.channel_name)
             await self._close_for_limit(CLOSE_RATE_LIMITED)
             return
-        await self._error("rate_limited", message)
+        await self._error("rate_limited", message, ref=ref)
 
     async def _close_for_limit(self, code: int) -> None:
         self.closing = True
         await self._leave()
         await self.close(code=code)
 
-    async def _turn_start(self, payload: dict) -> None:
+    async def _turn_start(self, payload: dict, ref: str | None) -> None:
         text = payload.get("text")
         model = payload.get("model")
         if not isinstance(text, str):
-            await self._error("bad_event", _("'text' must be a string."))
+            await self._error("bad_event", _("'text' must be a string."), ref=ref)
             return
-        if model is not None and not isinstance(model, (str, int)):
-            await self._error("bad_event", _("'model' must be a model id or name."))
+        if model is not None and (isinstance(model, bool) or not isinstance(model, (str, int))):
+            await self._error("bad_event", _("'model' must be a model id or name."), ref=ref)
             return
         try:
             turn = await self._start(text, None if model in (None, "") else str(model))
         except TurnRefused as refused:
-            await self._error("turn_refused", str(refused))
+            await self._error("turn_refused", str(refused), ref=ref)
             return
+        if ref is not None:
+            # Only to this socket, before any event of the turn: the page
+            # now knows its message was taken (and clears the box).
+            await self._send_json({"type": "turn.started", "turn_id": turn.pk, "ref": ref})
         try:
             await enqueue_turn(turn.pk)
         except Exception as exc:
             # The broker is away (Redis restarting). The turn is stored as
             # queued; the recovery job enqueues it again (chat.services).
             logger.warning("turn %s stored but not enqueued: %s", turn.pk, exc)
+
+    async def _turn_cancel(self, payload: dict, ref: str | None) -> None:
+        """{"type": "turn.cancel"} (optionally "turn_id"): Stop. The turn ends
+        with `turn.finished` status `cancelled` once its worker sees it."""
+        turn_id = payload.get("turn_id")
+        if turn_id is not None and not _is_count(turn_id):
+            await self._error("bad_event", _("'turn_id' must be a non-negative integer."), ref=ref)
+            return
+        try:
+            await self._cancel(turn_id)
+        except TurnCancelRefused as refused:
+            await self._error("cancel_refused", str(refused), ref=ref)
 
     async def _sync_frame(self, payload: dict) -> None:
         """{"type": "sync", "turn_id": N, "after_seq": K}: the stored events of
@@ -293,7 +359,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
         for frame in frames:
             await self._send_json(frame)
 
-    async def _approval_decide(self, payload: dict) -> None:
+    async def _approval_decide(self, payload: dict, ref: str | None) -> None:
         """{"type": "approval.decide", "approval_id": "...", "decision":
         "approve" | "always_allow" | "deny"}: the answer to an
         `approval.requested` of this conversation (chat.approvals). The
@@ -303,13 +369,15 @@ class ChatConsumer(AsyncWebsocketConsumer):
         approval_id, decision = payload.get("approval_id"), payload.get("decision")
         if not _is_uuid(approval_id) or decision not in DECISIONS:
             await self._error(
-                "bad_event", _("'approval_id' must be a request's id and 'decision' approve, always_allow or deny.")
+                "bad_event",
+                _("'approval_id' must be a request's id and 'decision' approve, always_allow or deny."),
+                ref=ref,
             )
             return
         try:
             await self._decide(approval_id, decision)
         except ApprovalError as refused:
-            await self._error("approval_refused", str(refused))
+            await self._error("approval_refused", str(refused), ref=ref)
 
     @off_loop
     def _decide(self, approval_id: str, decision: str) -> None:
@@ -352,8 +420,11 @@ class ChatConsumer(AsyncWebsocketConsumer):
             return None
         return write_buffer_bytes(getattr(self._protocol, "transport", None))
 
-    async def _error(self, code: str, message: str) -> None:
-        await self._send_json({"type": events.ERROR, "code": code, "message": message})
+    async def _error(self, code: str, message: str, *, ref: str | None = None) -> None:
+        frame = {"type": events.ERROR, "code": code, "message": message}
+        if ref is not None:
+            frame["ref"] = ref
+        await self._send_json(frame)
 
     @off_loop
     def _state(self) -> dict:
@@ -372,12 +443,81 @@ class ChatConsumer(AsyncWebsocketConsumer):
             return turn_start(conversation=conversation, user=self.scope["user"], text=text, model=model)
 
     @off_loop
+    def _session_alive(self) -> bool:
+        """The socket was authenticated when it opened; a session that has
+        ended since (logout, expiry, a password change) must not start, stop
+        or read turns. Read afresh from the session store, as a request would."""
+        from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY, load_backend
+
+        session = self.scope.get("session")
+        key = getattr(session, "session_key", None)
+        if not key:
+            return False
+        data = import_module(settings.SESSION_ENGINE).SessionStore(session_key=key).load()
+        if str(data.get(SESSION_KEY, "")) != str(self.scope["user"].pk):
+            return False
+        backend_path = data.get(BACKEND_SESSION_KEY, "")
+        if backend_path not in settings.AUTHENTICATION_BACKENDS:
+            return False
+        user = load_backend(backend_path).get_user(self.scope["user"].pk)
+        stored_hash = data.get(HASH_SESSION_KEY) or ""
+        return user is not None and constant_time_compare(stored_hash, user.get_session_auth_hash())
+
+    @off_loop
+    def _cancel(self, turn_id: int | None) -> str:
+        with translation.override(self.language):
+            return turn_cancel(conversation=self.conversation, actor=self.scope["user"], turn_id=turn_id)
+
+    @off_loop
     def _owned_conversation(self, conversation_id: str, user_id: int) -> Conversation | None:
         return Conversation.objects.live().filter(pk=conversation_id, owner_id=user_id).first()
 
     def _language(self) -> str:
+        """The browser's language (the switcher's cookie, then Accept-Language),
+        as on the page; a signed-in user's stored choice reaches the cookie
+        through the page (accounts.middleware), and wins at turn start."""
+        headers = dict(self.scope.get("headers") or [])
+        accept = headers.get(b"accept-language", b"").decode("latin-1")
         cookie = self.scope.get("cookies", {}).get(settings.LANGUAGE_COOKIE_NAME, "")
-        return cookie if cookie in dict(settings.LANGUAGES) else settings.LANGUAGE_CODE
+        return browser_language(cookie=cookie, accept_language=accept) or settings.LANGUAGE_CODE
+
+
+class ClosingConsumer(AsyncWebsocketConsumer):
+    """Accepts and closes at once with `code`: for websocket paths that lead
+    nowhere (4404) and origins that are not allowed (4403), so they end with
+    a documented close code rather than an error at the handshake."""
+
+    code = CLOSE_NOT_FOUND
+
+    def __init__(self, *args, code: int | None = None, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        if code is not None:
+            self.code = code
+
+    async def connect(self) -> None:
+        await self.accept()
+        await self.close(code=self.code)
+
+    async def receive(self, text_data=None, bytes_data=None) -> None:
+        pass  # closing; nothing is read
+
+
+def _is_valid_unicode(value) -> bool:
+    """No lone surrogate anywhere in a decoded JSON value (keys included)."""
+    pending = [value]
+    while pending:
+        item = pending.pop()
+        if isinstance(item, str):
+            try:
+                item.encode("utf-8")
+            except UnicodeEncodeError:
+                return False
+        elif isinstance(item, dict):
+            pending.extend(item.keys())
+            pending.extend(item.values())
+        elif isinstance(item, list):
+            pending.extend(item)
+    return True
 
 
 def _is_uuid(value) -> bool:

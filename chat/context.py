@@ -20,3 +20,7 @@ class TurnContext:
     turn_id: int | None
     origin: str = "chat"
     origin_ref: str = ""
+    # The user's language, resolved when the turn started (accounts.language):
+    # the worker runs the whole turn in it, so reasons, errors and the demo
+    # model's replies reach the user in it. Empty means settings.LANGUAGE_CODE.
+    language: str = ""

@@ -1,9 +1,12 @@
 """The offline demo model: deterministic, no network.
 
 It lets a newcomer try the whole governed path (executor, checks, audit)
-without any model server: SQL in the message is run with `run_sql` on the
-mentioned (or only visible) connection and the rows come back as a table;
-anything else gets the list of connections the turn can see.
+without any model server: SQL in the message (a ``` block, or a message that
+starts with an SQL statement keyword, writes included, so the executor's
+refusal can be seen) is run with `run_sql` on the mentioned (or only
+visible) connection and the rows come back as a table; anything else gets
+the list of connections the turn can see. It answers in the turn's language
+(the worker runs the turn under it), refusal reasons included.
 """
 
 from __future__ import annotations
@@ -14,14 +17,27 @@ import re
 from collections.abc import Callable
 
 from django.utils.translation import gettext as _
+from sqlglot.errors import TokenError
+from sqlglot.parser import Parser
+from sqlglot.tokens import Tokenizer, TokenType
 
 from chat.executor.tools.documents import SEARCH_DOCUMENTS
 from chat.executor.tools.sql import RUN_SQL
 from chat.llm import AssistantReply, ToolCall
+from governance.refusals import localize
 
 DEMO_LABEL = "offline demo model"
 _FENCED = re.compile(r"```(?:sql)?\s*\n?(.*?)```", re.IGNORECASE | re.DOTALL)
-_BARE = re.compile(r"^\s*(select|with)\b", re.IGNORECASE)
+_FIRST_WORD = re.compile(r"\s*([A-Za-z_]+)\b")
+# Words that start an SQL statement, as sqlglot reads them: its statement
+# parsers and commands (DELETE, DROP, SHOW, EXPLAIN, CALL, ...) and the ways
+# a query starts. A message starting with one is SQL, so a write is sent to
+# the executor and refused there, as a real model's would be.
+_STATEMENT_TOKENS = (
+    frozenset(Parser.STATEMENT_PARSERS)
+    | frozenset(Tokenizer.COMMANDS)
+    | {TokenType.SELECT, TokenType.WITH, TokenType.VALUES, TokenType.TABLE, TokenType.FROM, TokenType.REPLACE}
+) - {TokenType.SEMICOLON}
 _LEADING_MENTIONS = re.compile(r"^\s*(@[\w.-]+\s+)+")
 _MAX_TABLE_ROWS = 20
 
@@ -32,9 +48,20 @@ def extract_sql(text: str) -> str | None:
         return fenced.group(1).strip()
     # "@sales SELECT ..." names the connection and then gives bare SQL.
     bare = _LEADING_MENTIONS.sub("", text)
-    if _BARE.match(bare):
+    if starts_with_sql_keyword(bare):
         return bare.strip()
     return None
+
+
+def starts_with_sql_keyword(text: str) -> bool:
+    word = _FIRST_WORD.match(text)
+    if word is None:
+        return False
+    try:
+        tokens = Tokenizer().tokenize(word.group(1))
+    except TokenError:
+        return False
+    return bool(tokens) and tokens[0].token_type in _STATEMENT_TOKENS
 
 
 def _enum_of(tools: list[dict], tool_name: str, parameter: str) -> list[str]:
@@ -155,8 +182,12 @@ class OfflineDemoClient:
             payload = json.loads(content)
         except json.JSONDecodeError:
             return content
-        if "error" in payload:
-            return _("The query was not run: %(error)s") % {"error": payload["error"]}
+        if isinstance(payload, dict) and "error" in payload:
+            # The executor's reason in its fixed form (or already in the
+            # user's language), as a model would read it and tell the user.
+            return _("I could not do that: %(reason)s") % {"reason": localize(str(payload["error"]))}
+        if not isinstance(payload, dict):
+            return content
         if "hits" in payload:
             return render_hits(payload)
         return render_table(payload)

@@ -501,4 +501,4 @@ def client_for(*, provider_kind: str, base_url: str, api_key_env: str, model_nam
             api_key=os.environ.get(api_key_env, "") if api_key_env else "",
             model=model_name,
         )
-    raise ModelError(f"unsupported provider kind: {provider_kind}")
+    raise ModelError(_("unsupported provider kind: %(kind)s") % {"kind": provider_kind})

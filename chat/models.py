@@ -76,6 +76,9 @@ class TurnStatus(models.TextChoices):
     COMPLETED = "completed", _("Completed")
     REJECTED = "rejected", _("Rejected")
     FAILED = "failed", _("Failed")
+    # The owner pressed Stop: the worker stopped before its next model or
+    # tool call; what already ran stays, audited.
+    CANCELLED = "cancelled", _("Cancelled")
     # A connector call waits for the user's approval: the loop's state is
     # stored on the turn and no worker holds it; the decision (or the expiry
     # job) queues it again and a new task continues from that state.
@@ -103,6 +106,10 @@ class Turn(models.Model):
     # (its message may have been lost with Redis), then failed.
     requeued_at = models.DateTimeField(_("requeued"), null=True, blank=True)
     finished_at = models.DateTimeField(_("finished"), null=True, blank=True)
+    # Set by the owner's Stop (`turn.cancel`); the worker reads it before
+    # every model and tool call (the database, not Redis, carries the request,
+    # so it reaches whichever worker runs the turn).
+    cancel_requested_at = models.DateTimeField(_("stop requested"), null=True, blank=True)
     # When the turn was last handed to the queue (None: at creation). A turn
     # queued again after an approval counts its queue wait from here.
     queued_at = models.DateTimeField(_("queued"), null=True, blank=True)
@@ -292,7 +299,7 @@ class AlwaysAllow(models.Model):
         ConnectorTool, on_delete=models.CASCADE, related_name="always_allows", verbose_name=_("connector tool")
     )
     definition_hash = models.CharField(_("definition hash"), max_length=64)
-    created_at = models.DateTimeField(_("granted"), auto_now_add=True)
+    created_at = models.DateTimeField(_("allowed since"), auto_now_add=True)
     revoked_at = models.DateTimeField(_("revoked"), null=True, blank=True)
     revoked_by = models.ForeignKey(
         settings.AUTH_USER_MODEL,

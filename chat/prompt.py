@@ -5,8 +5,9 @@ resource contributes nothing, not even its name."""
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
-from governance.visibility import TurnResources
+from governance.visibility import TurnResources, visible_resources
 
 _GUIDANCE = (
     "You are OwlAI, an assistant that answers questions about company data. "
@@ -65,3 +66,38 @@ def mentioned_targets(text: str, resources: TurnResources) -> list[str]:
 
 def mention_note(targets: list[str]) -> str:
     return "The user is referring to: " + ", ".join(targets)
+
+
+@dataclass(frozen=True)
+class TurnInputs:
+    """What a turn's model is given before the conversation itself: the
+    resources it may use (and name), the system prompt and the tool schemas."""
+
+    resources: TurnResources
+    system_prompt: str
+    tools: list[dict]
+
+
+def turn_inputs(*, user_id: int, tier: str, ctx=None) -> TurnInputs:
+    """Built only from what `user_id` may see on a `tier` turn now. The turn
+    and the admin's turn preview both call this, so the preview is the turn's
+    (the preview's context has no conversation: tools that only a
+    conversation's own history offers, such as read_spill, are not shown)."""
+    from chat.context import TurnContext
+    from chat.executor import tool_definitions
+
+    if ctx is None:
+        ctx = TurnContext(
+            user_id=user_id,
+            username="",
+            tier=tier,
+            model_name="",
+            provider_name="",
+            conversation_id=None,
+            turn_id=None,
+            origin="preview",
+        )
+    resources = visible_resources(user_id=user_id, tier=tier)
+    return TurnInputs(
+        resources=resources, system_prompt=system_prompt(resources), tools=tool_definitions(ctx, resources)
+    )

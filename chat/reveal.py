@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from django.db import transaction
+from django.utils.translation import gettext_lazy as _
 
 from audit.events import audit_event_write
 from audit.models import EventKind
@@ -18,12 +19,26 @@ from chat.vault import DbVault
 from governance.models import Role
 from governance.pii.masking import parse_token
 
+# The refusal reasons as recorded in the audit event, and what the person is told.
+REFUSAL_MESSAGES = {
+    "not permitted": _(
+        "You may not reveal personal data: only members of a role that may reveal personal data can. "
+        "An admin grants it on the role."
+    ),
+    "not a token": _("This is not a masked token."),
+    "unknown token": _("This token does not belong to this conversation."),
+}
+
 
 @dataclass(frozen=True)
 class RevealResult:
     allowed: bool
     original: str | None = None
-    reason: str = ""
+    reason: str = ""  # recorded in the audit event; `message` is for the person
+
+    @property
+    def message(self) -> str:
+        return str(REFUSAL_MESSAGES.get(self.reason, self.reason))
 
 
 def may_reveal(*, user) -> bool:

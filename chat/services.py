@@ -27,24 +27,25 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone, translation
 from django.utils.translation import gettext as _
 
+from accounts.language import language_for
 from audit.services import AuditWriteError
 from chat import events
-from chat.agent import LoopState, TurnAbandoned, TurnSuspended, run_agent_loop
+from chat.agent import LoopState, TurnAbandoned, TurnCancelled, TurnSuspended, run_agent_loop
 from chat.approvals import (
     APPROVAL_REQUESTED,
     requested_payload,
     resuming,
     tool_approval_create,
     tool_approvals_expire,
+    tool_approvals_withdraw,
 )
 from chat.context import TurnContext
 from chat.executor import execute_tool_call, tool_definitions
 from chat.executor.tools.connectors import connector_turn
 from chat.llm import ModelError, client_for
 from chat.models import Conversation, Message, MessageRole, Turn, TurnEvent, TurnStatus
-from chat.prompt import mention_note, mentioned_targets, system_prompt
+from chat.prompt import mention_note, mentioned_targets, turn_inputs
 from governance.models import Feature, FeatureDefault, LlmModel, Tier
-from governance.visibility import visible_resources
 
 logger = logging.getLogger(__name__)
 
@@ -65,8 +66,47 @@ class ModelUnresolvable(Exception):
     pass
 
 
+TITLE_MAX_CHARS = 200
+# A title taken from the first message: its first line, this long at most.
+AUTO_TITLE_CHARS = 60
+
+
 def conversation_create(*, owner: AbstractBaseUser, title: str = "", model: LlmModel | None = None) -> Conversation:
-    return Conversation.objects.create(owner=owner, title=title[:200], model=model)
+    return Conversation.objects.create(owner=owner, title=title[:TITLE_MAX_CHARS], model=model)
+
+
+def title_from_message(text: str) -> str:
+    """The first line of the first message, spaces collapsed, cut at a word
+    boundary near AUTO_TITLE_CHARS with an ellipsis."""
+    first = next((line for line in text.splitlines() if line.strip()), "")
+    first = " ".join(first.split())
+    if len(first) <= AUTO_TITLE_CHARS:
+        return first
+    cut = first[:AUTO_TITLE_CHARS]
+    space = cut.rfind(" ")
+    return (cut[:space] if space > AUTO_TITLE_CHARS // 2 else cut).rstrip() + "…"
+
+
+class ConversationRenameRefused(Exception):
+    """The new title is unusable; the message goes to the user."""
+
+
+def conversation_rename(*, conversation: Conversation, title: str, actor: AbstractBaseUser) -> Conversation:
+    """The owner renames their conversation. The title is the owner's own
+    content (never shown to admins), so this is not an audit event."""
+    if conversation.owner_id != actor.pk:
+        raise ConversationRenameRefused(_("Only the owner can rename this conversation."))
+    title = " ".join(title.split())
+    if not title:
+        raise ConversationRenameRefused(_("The title is empty."))
+    if len(title) > TITLE_MAX_CHARS:
+        raise ConversationRenameRefused(
+            _("The title is too long (at most %(max)d characters).") % {"max": TITLE_MAX_CHARS}
+        )
+    if not Conversation.objects.live().filter(pk=conversation.pk).update(title=title, updated_at=timezone.now()):
+        raise ConversationRenameRefused(_("This conversation was deleted."))
+    conversation.title = title
+    return conversation
 
 
 def conversation_delete(*, conversation: Conversation) -> None:
@@ -120,14 +160,72 @@ def turn_start(*, conversation: Conversation, user: AbstractBaseUser, text: str,
         raise TurnRefused(_("A tool call in this conversation is waiting for your approval; answer it first."))
     if Turn.objects.filter(conversation=conversation, status__in=ACTIVE_STATUSES).exists():
         raise TurnRefused(_("A turn is already running in this conversation."))
-    turn = Turn.objects.create(
-        conversation=conversation, requested_model=(model or "")[:300], language=translation.get_language() or ""
-    )
+    # The language the whole turn runs in: the user's choice, else what the
+    # socket's browser asked for (the active language here), else the default.
+    language = language_for(user=user, fallback=translation.get_language())
+    turn = Turn.objects.create(conversation=conversation, requested_model=(model or "")[:300], language=language)
     Message.objects.create(conversation=conversation, turn=turn, role=MessageRole.USER, content=text)
     if not conversation.title:
-        conversation.title = text[:80]
+        conversation.title = title_from_message(text)
     conversation.save(update_fields=["title", "updated_at"])
     return turn
+
+
+class TurnCancelRefused(Exception):
+    """Nothing to stop; the message goes to the user."""
+
+
+def turn_cancel(*, conversation: Conversation, actor: AbstractBaseUser, turn_id: int | None = None) -> str:
+    """The owner presses Stop on the conversation's active turn (or `turn_id`).
+
+    A queued turn no worker has claimed is cancelled at once (the worker's
+    claim then finds it no longer queued). A running turn gets
+    `cancel_requested_at`; its worker reads that before its next model or
+    tool call and ends the turn `cancelled`, keeping what already ran (and
+    its audit rows). Returns "cancelled" or "requested"."""
+    if conversation.owner_id != actor.pk:
+        raise TurnCancelRefused(_("Only the owner can stop this conversation's turn."))
+    turns = Turn.objects.filter(conversation=conversation, status__in=ACTIVE_STATUSES)
+    if turn_id is not None:
+        turns = turns.filter(pk=turn_id)
+    turn = turns.order_by("-created_at", "-id").first()
+    if turn is None:
+        raise TurnCancelRefused(_("No turn is running in this conversation."))
+    now = timezone.now()
+    with transaction.atomic():
+        if Turn.objects.filter(pk=turn.pk, status=TurnStatus.QUEUED).update(
+            status=TurnStatus.CANCELLED, cancel_requested_at=now, finished_at=now
+        ):
+            stored = [_emitter_for(turn).record(events.TURN_FINISHED, {"status": TurnStatus.CANCELLED})]
+            group = conversation.group_name
+            transaction.on_commit(lambda: [events.publish(group, frame) for frame in stored])
+            return "cancelled"
+    if Turn.objects.filter(pk=turn.pk, status=TurnStatus.RUNNING).update(cancel_requested_at=now):
+        return "requested"
+    with transaction.atomic():
+        # Waiting for an approval, the turn holds no worker to notice: it ends
+        # here, its pending call denied by the Stop (an `approval_denied` event).
+        waiting = Turn.objects.select_for_update().filter(pk=turn.pk, status=TurnStatus.WAITING_APPROVAL).first()
+        if waiting is not None:
+            tool_approvals_withdraw(turn=waiting, actor=actor)
+            for entry in (waiting.loop_state or {}).get("new") or []:
+                Message.objects.create(
+                    conversation=conversation,
+                    turn=waiting,
+                    role=entry["role"],
+                    content=entry.get("content") or "",
+                    tool_calls=entry.get("tool_calls", []),
+                    tool_call_id=entry.get("tool_call_id", ""),
+                )
+            Turn.objects.filter(pk=turn.pk).update(
+                status=TurnStatus.CANCELLED, cancel_requested_at=now, finished_at=now, loop_state=None
+            )
+            stored = [_emitter_for(turn).record(events.TURN_FINISHED, {"status": TurnStatus.CANCELLED})]
+            group = conversation.group_name
+            transaction.on_commit(lambda: [events.publish(group, frame) for frame in stored])
+            return "cancelled"
+    # It finished between the read and the update: nothing left to stop.
+    raise TurnCancelRefused(_("No turn is running in this conversation."))
 
 
 def resolve_turn_model(*, turn: Turn) -> ResolvedModel:
@@ -335,22 +433,28 @@ def turn_run(*, turn_id: int) -> None:
         logger.info("turn %s is not queued (duplicate delivery, already run, or gone); nothing to do", turn_id)
         return
     turn = Turn.objects.select_related("conversation__owner").get(pk=turn_id)
-    with TurnHeartbeat(turn.pk):
+    # Everything the turn says (rejections, failures, the executor's reasons,
+    # the demo model's replies) is in the language resolved at turn start.
+    with TurnHeartbeat(turn.pk), translation.override(turn_language(turn)):
         if turn.conversation.deleted_at is not None:
             _reject(turn, _emitter_for(turn), _("This conversation was deleted."))
             return
         try:
-            with translation.override(turn.language or settings.LANGUAGE_CODE):
-                if turn.loop_state is not None:
-                    _resume(turn)
-                else:
-                    _run(turn)
+            if turn.loop_state is not None:
+                _resume(turn)
+            else:
+                _run(turn)
         finally:
             # Deleted while this turn ran: what the turn put in the vault goes too.
             if Conversation.objects.filter(pk=turn.conversation_id, deleted_at__isnull=False).exists():
                 from chat.models import VaultEntry
 
                 VaultEntry.objects.filter(conversation_id=turn.conversation_id).delete()
+
+
+def turn_language(turn: Turn) -> str:
+    """The language a turn runs in (stored at turn start; older turns: the default)."""
+    return turn.language or settings.LANGUAGE_CODE
 
 
 def _run(turn: Turn) -> None:
@@ -401,6 +505,7 @@ def _run(turn: Turn) -> None:
         provider_name=model.provider.name,
         conversation_id=conversation.pk,
         turn_id=turn.pk,
+        language=turn_language(turn),
     )
     emit(
         events.TURN_ACCEPTED,
@@ -467,8 +572,9 @@ def _converse(
     conversation = turn.conversation
 
     # 3. Everything the model sees is built from the visible resources only.
-    resources = visible_resources(user_id=ctx.user_id, tier=ctx.tier)
-    messages = [{"role": "system", "content": system_prompt(resources)}, *_history(conversation, turn)]
+    inputs = turn_inputs(user_id=ctx.user_id, tier=ctx.tier, ctx=ctx)
+    resources = inputs.resources
+    messages = [{"role": "system", "content": inputs.system_prompt}, *_history(conversation, turn)]
     user_text = messages[-1]["content"] if messages[-1]["role"] == "user" else ""
     targets = mentioned_targets(user_text, resources)
     if targets:
@@ -504,11 +610,18 @@ def _converse(
                         ).exists()
                         and not emit.lost
                     ),
+                    # The owner pressed Stop (turn_cancel).
+                    cancel_requested=lambda: Turn.objects.filter(
+                        pk=turn.pk, cancel_requested_at__isnull=False
+                    ).exists(),
                     resume=resume,
                 )
             except TurnSuspended as suspended:
                 _suspend(turn, emit, suspended, loaded=sorted(connectors.loaded))
                 return
+    except TurnCancelled as cancelled:
+        _finish(turn, emit, TurnStatus.CANCELLED, messages=cancelled.new_messages)
+        return
     except TurnAbandoned:
         _reject(turn, emit, _("This conversation was deleted."))
         return
@@ -677,7 +790,7 @@ def _turn_fail_abandoned(*, turn_id: int, condition: Q, code: str, message) -> b
     turn = Turn.objects.select_related("conversation").filter(pk=turn_id).first()
     if turn is None:
         return False
-    with translation.override(turn.language or settings.LANGUAGE_CODE):
+    with translation.override(turn_language(turn)):
         text = str(message)
     with transaction.atomic():
         if not Turn.objects.filter(condition, pk=turn_id).update(
@@ -698,22 +811,105 @@ def _turn_fail_abandoned(*, turn_id: int, condition: Q, code: str, message) -> b
 
 
 def conversation_state(*, conversation: Conversation) -> dict:
-    """The `state` frame, from the database alone: the visible messages of
-    the conversation (but the latest turn's answer), and the latest turn with
-    its status and every stored event, so its text so far, tool calls and
-    outcome render exactly as if they had been received live."""
+    """The `state` frame, from the database alone: the conversation's
+    timeline (but the latest turn's answer), and the latest turn with its
+    status and every stored event, so its text so far, tool steps and outcome
+    render exactly as if they had been received live."""
     latest = Turn.objects.filter(conversation=conversation).order_by("-created_at", "-id").first()
-    messages = Message.objects.filter(conversation=conversation, role__in=[MessageRole.USER, MessageRole.ASSISTANT])
-    messages = messages.exclude(content="")
-    if latest is not None:
-        messages = messages.exclude(turn=latest, role=MessageRole.ASSISTANT)
     return {
         "type": events.STATE,
-        "messages": [{"role": m.role, "content": m.content, "turn_id": m.turn_id} for m in messages],
+        "messages": conversation_timeline(conversation=conversation, answer_of_latest=False, latest=latest),
         "turn": None
         if latest is None
         else {"turn_id": latest.pk, "status": latest.status, "events": events.replay(turn_id=latest.pk)},
     }
+
+
+ENDED_WITHOUT_ANSWER = (TurnStatus.REJECTED, TurnStatus.FAILED, TurnStatus.CANCELLED)
+
+
+def conversation_timeline(*, conversation: Conversation, answer_of_latest: bool = True, latest=None) -> list[dict]:
+    """What the user sees of a conversation, in order, turn by turn: their
+    messages (`user`), the assistant's texts (`assistant`, with the model and
+    tier), each tool call as a `step` (tool, resource, SQL or query as the
+    model wrote it, outcome, rows, duration, reason, the start of the result:
+    from the turn's stored `tool.started`/`tool.finished` events), and for a
+    turn that ended without an answer its `status` (rejected, failed,
+    cancelled) with the reason. `answer_of_latest=False` leaves out all but
+    the user message of the latest turn (the `state` frame replays its events
+    instead)."""
+    turns = {t.pk: t for t in Turn.objects.filter(conversation=conversation)}
+    if not answer_of_latest and latest is None and turns:
+        latest = max(turns.values(), key=lambda t: (t.created_at, t.pk))
+    skip_turn = None if answer_of_latest or latest is None else latest.pk
+    steps = _steps_by_call(conversation)
+    # The model as the page names it live (`turn.accepted`): its label.
+    labels = {
+        (m.provider.name, m.name): str(m)
+        for m in LlmModel.objects.select_related("provider").filter(
+            name__in={t.model_name for t in turns.values() if t.model_name}
+        )
+    }
+    out: list[dict] = []
+    last_turn_id = None
+
+    shown: set[tuple[int, str]] = set()
+
+    def close_turn(turn_id) -> None:
+        turn = turns.get(turn_id)
+        if turn is not None and turn.pk != skip_turn and turn.status in ENDED_WITHOUT_ANSWER:
+            # A turn that failed mid-way stored no messages, but its tool
+            # calls ran (and are audited): show them as they were streamed.
+            for key, step in steps.items():
+                if key[0] == turn.pk and key not in shown:
+                    out.append({"role": "step", "turn_id": turn.pk, **step})
+            out.append({"role": "status", "turn_id": turn.pk, "status": turn.status, "content": turn.error})
+
+    messages = Message.objects.filter(conversation=conversation).order_by("created_at", "id")
+    for message in messages.only("role", "content", "turn_id", "tool_call_id", "created_at"):
+        if message.turn_id != last_turn_id:
+            if last_turn_id is not None:
+                close_turn(last_turn_id)
+            last_turn_id = message.turn_id
+        if message.role == MessageRole.USER:
+            out.append({"role": "user", "content": message.content, "turn_id": message.turn_id})
+            continue
+        if message.turn_id == skip_turn:
+            continue
+        turn = turns.get(message.turn_id)
+        if message.role == MessageRole.ASSISTANT and message.content:
+            out.append(
+                {
+                    "role": "assistant",
+                    "content": message.content,
+                    "turn_id": message.turn_id,
+                    "model": labels.get((turn.provider_name, turn.model_name), turn.model_name) if turn else "",
+                    "tier": turn.tier if turn else "",
+                }
+            )
+        elif message.role == MessageRole.TOOL:
+            key = (message.turn_id, message.tool_call_id)
+            shown.add(key)
+            step = steps.get(key, {"call_id": message.tool_call_id})
+            out.append({"role": "step", "turn_id": message.turn_id, **step})
+    if last_turn_id is not None:
+        close_turn(last_turn_id)
+    return out
+
+
+def _steps_by_call(conversation: Conversation) -> dict[tuple[int, str], dict]:
+    """(turn id, call id) -> the step as its events described it."""
+    found: dict[tuple[int, str], dict] = {}
+    rows = TurnEvent.objects.filter(
+        turn__conversation=conversation, type__in=[events.TOOL_STARTED, events.TOOL_FINISHED]
+    ).order_by("turn_id", "seq")
+    for event in rows.only("turn_id", "type", "payload"):
+        payload = event.payload or {}
+        key = (event.turn_id, str(payload.get("call_id", "")))
+        found.setdefault(key, {}).update(payload)
+        if event.type == events.TOOL_FINISHED:
+            found[key]["finished"] = True
+    return found
 
 
 def turn_events_after(*, conversation: Conversation, turn_id: int, after_seq: int) -> list[dict] | None:

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.db.models import Max
+from django.utils.translation import gettext_lazy
 
 from audit.events import audit_event_write
 from audit.models import EventKind
@@ -127,11 +128,26 @@ def url_references_for(conversation_id: uuid.UUID | None) -> DbUrlReferences | I
     return DbUrlReferences(conversation_id) if conversation_id else InMemoryUrlReferences()
 
 
+# The refusal reasons as recorded in the audit event, and what the person is told.
+REFUSAL_MESSAGES = {
+    "not permitted": gettext_lazy(
+        "You may not see the URL behind a reference: only members of a role that may reveal personal data can. "
+        "An admin grants it on the role."
+    ),
+    "not a reference": gettext_lazy("This is not a URL reference."),
+    "unknown reference": gettext_lazy("This reference does not belong to this conversation."),
+}
+
+
 @dataclass(frozen=True)
 class ResolveResult:
     allowed: bool
     url: str | None = None
-    reason: str = ""
+    reason: str = ""  # recorded in the audit event; `message` is for the person
+
+    @property
+    def message(self) -> str:
+        return str(REFUSAL_MESSAGES.get(self.reason, self.reason))
 
 
 @transaction.atomic

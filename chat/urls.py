@@ -9,7 +9,7 @@ urlpatterns = [
     path("api/conversations/", views.conversations, name="conversations"),
     path("api/models/", views.models_for_new_conversation, name="models"),
     path("api/conversations/<uuid:conversation_id>/models/", views.conversation_models, name="conversation-models"),
-    path("api/conversations/<uuid:conversation_id>/", views.conversation_delete, name="conversation-delete"),
+    path("api/conversations/<uuid:conversation_id>/", views.conversation_detail, name="conversation-detail"),
     path("api/conversations/<uuid:conversation_id>/reveal/", views.conversation_reveal, name="conversation-reveal"),
     path(
         "api/conversations/<uuid:conversation_id>/url-references/",

@@ -4,33 +4,133 @@ from __future__ import annotations
 
 from django.contrib.auth.decorators import login_required
 from django.shortcuts import get_object_or_404, render
+from django.urls import reverse
+from django.utils.translation import gettext as _
+from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers, status
 from rest_framework.decorators import api_view
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from chat.models import Conversation, MessageRole
+from chat import serializers as api
+from chat.models import Conversation
 from chat.reveal import may_reveal, token_reveal
-from chat.services import conversation_create, mention_tier, models_for_conversation
+from chat.services import (
+    TITLE_MAX_CHARS,
+    ConversationRenameRefused,
+    conversation_create,
+    conversation_rename,
+    conversation_timeline,
+    mention_tier,
+    models_for_conversation,
+)
 from chat.services import conversation_delete as conversation_delete_service
-from governance.models import LlmModel
+from governance.models import Feature, FeatureDefault, LlmModel, PiiKindChoice, Tier
+from governance.pii.kinds import TOKEN_LABELS, PiiKind
 from governance.visibility import visible_resources
+
+# The page runs only its own static scripts: model output that got past the
+# sanitiser still could not run code, load a remote image (a way to send
+# data out without a click) or be framed.
+CHAT_PAGE_CSP = "; ".join(
+    [
+        "default-src 'self'",
+        "script-src 'self'",
+        "style-src 'self'",
+        "img-src 'self'",
+        "connect-src 'self'",
+        "object-src 'none'",
+        "base-uri 'none'",
+        "form-action 'self'",
+        "frame-ancestors 'none'",
+    ]
+)
+
+
+def _page_text() -> dict:
+    """The page script's strings, in the request's language."""
+    return {
+        "send": _("Send"),
+        "sendHint": _("Send (Enter); Shift+Enter for a new line"),
+        "stop": _("Stop"),
+        "stopHint": _("Stop this answer: the turn ends before its next model or tool call"),
+        "stopping": _("Stopping…"),
+        "stopped": _("Stopped. What ran before the stop is kept and audited."),
+        "working": _("Working…"),
+        "running": _("Running…"),
+        "rejected": _("Turn rejected: %(reason)s"),
+        "failed": _("The turn failed."),
+        "emptyTitle": _("What would you like to know?"),
+        "emptyHint": _("Ask a question, or write SQL. Mention a database with @name."),
+        "tools": {"run_sql": _("Database query"), "search_documents": _("Document search")},
+        "outcomes": {"success": _("Succeeded"), "denied": _("Refused"), "failed": _("Failed")},
+        "rows": _("%(count)s rows"),
+        "duration": _("%(ms)s ms"),
+        "sql": _("SQL as the model wrote it"),
+        "query": _("Search as the model wrote it"),
+        "reason": _("Reason"),
+        "result": _("Result the model read"),
+        "resultTruncated": _("Only the start of the result is shown."),
+        "revealHint": _("Masked %(kind)s. Click to reveal the original (recorded in the audit log)."),
+        "revealedHint": _("Revealed %(token)s (recorded in the audit log)"),
+        "maskedHint": _(
+            "Masked %(kind)s. Only people whose role may view personal data can reveal it; "
+            "ask an administrator to grant you such a role."
+        ),
+        "revealRefused": _("You may not reveal this value."),
+        "sessionExpired": _("Your session has expired; please sign in again."),
+        "networkError": _("The request failed; please try again."),
+        "notConnected": _("Not connected; reconnecting…"),
+        "gone": _("This conversation is no longer available."),
+        "untitled": _("New conversation"),
+        "rename": _("Rename"),
+        "delete": _("Delete"),
+        "tierNotice": {
+            "private": _("Private tier: data stays on-prem"),
+            "public": _("Public tier: data leaves the network"),
+        },
+        "tierPinned": _("A conversation keeps the tier of its first answer."),
+    }
 
 
 @login_required
 def chat_page(request):
-    return render(request, "chat/page.html", {"may_reveal": may_reveal(user=request.user)})
+    response = render(
+        request,
+        "chat/page.html",
+        {
+            "config": {
+                "text": _page_text(),
+                "mayReveal": may_reveal(user=request.user),
+                # The page finds tokens ([전화번호-3]) by these labels and
+                # names their kind in the user's language.
+                "tokenKinds": {TOKEN_LABELS[PiiKind(value)]: str(name) for value, name in PiiKindChoice.choices},
+                "tierLabels": {value: str(label) for value, label in Tier.choices},
+                "loginUrl": reverse("login"),
+            },
+        },
+    )
+    response["Content-Security-Policy"] = CHAT_PAGE_CSP
+    return response
 
 
-def _model_json(model: LlmModel) -> dict:
+def _model_json(model: LlmModel, default_id: int | None = None) -> dict:
     return {
         "id": model.pk,
         "name": model.name,
         "label": str(model),
         "provider": model.provider.name,
         "tier": model.provider.tier,
+        "tier_label": str(Tier(model.provider.tier).label) if model.provider.tier in Tier.values else "",
         "offline_demo": model.provider.kind == "offline-demo",
+        # The chat default: preselected for a new conversation.
+        "is_default": model.pk == default_id,
     }
+
+
+def _default_chat_model_id() -> int | None:
+    default = FeatureDefault.objects.filter(feature=Feature.CHAT).first()
+    return default.model_id if default else None
 
 
 def _conversation_json(conversation: Conversation) -> dict:
@@ -44,9 +144,20 @@ def _conversation_json(conversation: Conversation) -> dict:
 
 
 class ConversationCreateSerializer(serializers.Serializer):
-    title = serializers.CharField(max_length=200, required=False, allow_blank=True, default="")
+    title = serializers.CharField(max_length=TITLE_MAX_CHARS, required=False, allow_blank=True, default="")
 
 
+class ConversationRenameSerializer(serializers.Serializer):
+    title = serializers.CharField(max_length=TITLE_MAX_CHARS, trim_whitespace=True)
+
+
+@extend_schema(methods=["GET"], responses=api.ConversationSerializer(many=True), summary="Your conversations")
+@extend_schema(
+    methods=["POST"],
+    request=ConversationCreateSerializer,
+    responses={201: api.ConversationSerializer},
+    summary="Start a conversation",
+)
 @api_view(["GET", "POST"])
 def conversations(request: Request) -> Response:
     if request.method == "POST":
@@ -58,17 +169,28 @@ def conversations(request: Request) -> Response:
     return Response([_conversation_json(c) for c in items])
 
 
+@extend_schema(responses=api.ModelSerializer(many=True), summary="Models a new conversation may use")
 @api_view(["GET"])
 def models_for_new_conversation(request: Request) -> Response:
-    return Response([_model_json(m) for m in models_for_conversation(conversation=None)])
+    default_id = _default_chat_model_id()
+    return Response([_model_json(m, default_id) for m in models_for_conversation(conversation=None)])
 
 
+@extend_schema(
+    responses=api.ModelSerializer(many=True), summary="Models this conversation may use (its tier, once pinned)"
+)
 @api_view(["GET"])
 def conversation_models(request: Request, conversation_id) -> Response:
     conversation = get_object_or_404(Conversation.objects.live(), pk=conversation_id, owner=request.user)
-    return Response([_model_json(m) for m in models_for_conversation(conversation=conversation)])
+    default_id = _default_chat_model_id()
+    return Response([_model_json(m, default_id) for m in models_for_conversation(conversation=conversation)])
 
 
+@extend_schema(
+    parameters=[OpenApiParameter("model", str, description="the selected model (id, provider/name or unique name)")],
+    responses=api.MentionSerializer(many=True),
+    summary="Resources a turn of this conversation may @mention",
+)
 @api_view(["GET"])
 def conversation_mentions(request: Request, conversation_id) -> Response:
     """@mention targets: only what a turn of this conversation may use. Before
@@ -84,20 +206,45 @@ def conversation_mentions(request: Request, conversation_id) -> Response:
     )
 
 
-@api_view(["DELETE"])
-def conversation_delete(request: Request, conversation_id) -> Response:
-    """Deleting a conversation hides it and deletes its token vault at once;
-    the rest is purged 30 days later (chat.services.conversation_delete). The
-    audit rows of what it touched stay (they hold no foreign key to it)."""
+@extend_schema(methods=["GET"], responses=api.ConversationSerializer, summary="A conversation")
+@extend_schema(
+    methods=["PATCH"],
+    request=ConversationRenameSerializer,
+    responses={200: api.ConversationSerializer, 400: api.DetailSerializer},
+    summary="Rename a conversation",
+)
+@extend_schema(methods=["DELETE"], responses={204: None}, summary="Delete a conversation")
+@api_view(["GET", "PATCH", "DELETE"])
+def conversation_detail(request: Request, conversation_id) -> Response:
+    """GET: the conversation. PATCH {"title"}: rename it. DELETE: hides it and
+    deletes its token vault at once; the rest is purged 30 days later
+    (chat.services.conversation_delete). The audit rows of what it touched
+    stay (they hold no foreign key to it)."""
     conversation = get_object_or_404(Conversation.objects.live(), pk=conversation_id, owner=request.user)
-    conversation_delete_service(conversation=conversation)
-    return Response(status=status.HTTP_204_NO_CONTENT)
+    if request.method == "DELETE":
+        conversation_delete_service(conversation=conversation)
+        return Response(status=status.HTTP_204_NO_CONTENT)
+    if request.method == "PATCH":
+        serializer = ConversationRenameSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        try:
+            conversation = conversation_rename(
+                conversation=conversation, title=serializer.validated_data["title"], actor=request.user
+            )
+        except ConversationRenameRefused as refused:
+            return Response({"detail": str(refused)}, status=status.HTTP_400_BAD_REQUEST)
+    return Response(_conversation_json(conversation))
 
 
 class RevealSerializer(serializers.Serializer):
     token = serializers.CharField(max_length=40)
 
 
+@extend_schema(
+    request=RevealSerializer,
+    responses={200: api.RevealedSerializer, 403: api.DetailSerializer},
+    summary="Reveal the original behind a masked token (permitted roles only; audited)",
+)
 @api_view(["POST"])
 def conversation_reveal(request: Request, conversation_id) -> Response:
     conversation = get_object_or_404(Conversation.objects.live(), pk=conversation_id, owner=request.user)
@@ -107,13 +254,16 @@ def conversation_reveal(request: Request, conversation_id) -> Response:
         conversation=conversation, user=request.user, token=serializer.validated_data["token"], request=request
     )
     if not result.allowed:
-        return Response({"detail": result.reason}, status=status.HTTP_403_FORBIDDEN)
+        return Response({"detail": result.message}, status=status.HTTP_403_FORBIDDEN)
     return Response({"token": serializer.validated_data["token"], "original": result.original})
 
 
+@extend_schema(responses=api.TimelineItems, summary="The conversation as its owner sees it")
 @api_view(["GET"])
 def conversation_messages(request: Request, conversation_id) -> Response:
-    """What the user sees: their messages and the assistant's final texts."""
+    """What the user sees, in order: their messages (`user`), the assistant's
+    texts (`assistant`), each tool call as a `step` (tool, resource, SQL or
+    query, outcome, rows, duration, reason, result) and, for turns that ended
+    without an answer, their `status` (chat.services.conversation_timeline)."""
     conversation = get_object_or_404(Conversation.objects.live(), pk=conversation_id, owner=request.user)
-    items = conversation.messages.filter(role__in=[MessageRole.USER, MessageRole.ASSISTANT]).exclude(content="")
-    return Response([{"role": m.role, "content": m.content, "created_at": m.created_at.isoformat()} for m in items])
+    return Response(conversation_timeline(conversation=conversation))

@@ -1,20 +1,26 @@
 """Admin for providers (read-only), models, defaults, connections and roles.
 
-Writes go through governance.services so the rules hold however a change is made.
+Writes go through governance.services so the rules hold however a change is
+made, and so every governed change is on the record. Role grants live in
+governance.admin_grants, classifications (and the coverage page) in
+governance.admin_classifications.
 """
 
 from __future__ import annotations
 
 import os
-from datetime import timedelta
 
 from django import forms
 from django.conf import settings
 from django.contrib import admin, messages
-from django.db.models import OuterRef, Subquery, Sum
-from django.utils import timezone
+from django.urls import reverse
+from django.utils.html import format_html
 from django.utils.translation import gettext_lazy as _
 
+from audit.models import ResourceKind
+from audit.registry import register_resource_model
+from governance.admin_classifications import ColumnClassificationAdmin
+from governance.admin_grants import DbGrantInline
 from governance.exposure import (
     CLOSE_REFUSED,
     embedding_exposure_warning,
@@ -30,28 +36,41 @@ from governance.models import (
     ConnectorToolPolicy,
     ConnectorToolState,
     DbConnection,
-    DbGrant,
     Document,
     DocumentCollection,
     Exposure,
     FeatureDefault,
     LlmModel,
-    MaskStat,
     Provider,
     Role,
 )
-from governance.schema_analysis import column_classification_set, schema_analysis_start
+from governance.schema_analysis import schema_analysis_start
 from governance.services import (
     GovernanceError,
     db_connection_account_check,
+    db_connection_delete,
     db_connection_dsn,
     db_connection_set_stored_dsn,
+    db_connection_settings,
+    db_connection_settings_change_record,
     feature_default_set,
     model_set_enabled,
     role_grants_snapshot,
     role_permission_change_record,
 )
 from governance.sql.execute import QueryError
+
+# The audit screens pick these by id and link to their pages (audit.registry).
+for _kind, _model in (
+    (ResourceKind.DB_CONNECTION, DbConnection),
+    (ResourceKind.DOCUMENT_COLLECTION, DocumentCollection),
+    (ResourceKind.ROLE, Role),
+    (ResourceKind.COLUMN_CLASSIFICATION, ColumnClassification),
+    (ResourceKind.LLM_MODEL, LlmModel),
+):
+    register_resource_model(_kind, _model)
+
+admin.site.register(ColumnClassification, ColumnClassificationAdmin)
 
 
 class ReadOnlyModelsInline(admin.TabularInline):
@@ -239,12 +258,6 @@ class ExposureAdminMixin:
                 self.message_user(request, warning, level=messages.WARNING)
 
 
-class DbGrantInline(admin.TabularInline):
-    model = DbGrant
-    extra = 0
-    fields = ("connection", "whole_database", "tables")
-
-
 @admin.register(DbConnection)
 class DbConnectionAdmin(ExposureAdminMixin, admin.ModelAdmin):
     form = DbConnectionForm
@@ -274,15 +287,35 @@ class DbConnectionAdmin(ExposureAdminMixin, admin.ModelAdmin):
         if started:
             self.message_user(request, _("Schema analysis started."), level=messages.INFO)
 
-    list_display = ("name", "engine", "exposure", "dsn_source", "row_cap", "statement_timeout_ms")
+    list_display = ("name", "engine", "exposure", "dsn_from", "row_cap", "statement_timeout_ms", "coverage")
     list_filter = ("engine", "exposure")
     search_fields = ("name", "business_summary")
-    readonly_fields = ("dsn_source",)
+    readonly_fields = ("dsn_from",)
+
+    @admin.display(description=_("DSN source"))
+    def dsn_from(self, obj: DbConnection) -> str:
+        return obj.dsn_source
+
+    @admin.display(description=_("classification coverage"))
+    def coverage(self, obj: DbConnection) -> str:
+        url = reverse("admin:governance_columnclassification_coverage", args=[obj.pk])
+        return format_html('<a href="{}">{}</a>', url, _("Coverage"))
 
     def save_model(self, request, obj, form, change) -> None:
+        # Engine, DSN and schemas decide what existing grants reach: each
+        # change is a settings-change event (the DSN itself never is).
+        before = db_connection_settings(connection_id=obj.pk) if change else None
         super().save_model(request, obj, form, change)  # ExposureAdminMixin: exposure rules
         if form.cleaned_data.get("stored_dsn"):
             db_connection_set_stored_dsn(connection=obj, dsn=form.cleaned_data["stored_dsn"])
+        db_connection_settings_change_record(connection=obj, before=before, request=request)
+
+    def delete_model(self, request, obj) -> None:
+        db_connection_delete(connection=obj, request=request)
+
+    def delete_queryset(self, request, queryset) -> None:
+        for connection in queryset:
+            db_connection_delete(connection=connection, request=request)
 
 
 class DocumentCollectionForm(forms.ModelForm):
@@ -465,71 +498,6 @@ class ConnectorToolAdmin(admin.ModelAdmin):
         self._set_policy(request, queryset, ConnectorToolPolicy.BLOCK)
 
 
-class ClassificationForm(forms.ModelForm):
-    class Meta:
-        model = ColumnClassification
-        fields = ("pii_kind",)
-
-
-@admin.register(ColumnClassification)
-class ColumnClassificationAdmin(admin.ModelAdmin):
-    """Review and correct the analysis. The masked count of the last 7 days
-    shows over-masked columns; an edit applies to the next query."""
-
-    form = ClassificationForm
-    list_display = (
-        "connection",
-        "table_name",
-        "column_name",
-        "pii_kind",
-        "source",
-        "state",
-        "confidence",
-        "masked_last_7_days",
-    )
-    list_filter = ("connection", "pii_kind", "source", "state")
-    search_fields = ("table_name", "column_name")
-    readonly_fields = (
-        "connection",
-        "table_name",
-        "column_name",
-        "data_type",
-        "source",
-        "state",
-        "confidence",
-        "sample_size",
-        "reason",
-        "classified_at",
-        "classified_by_username",
-        "masked_last_7_days",
-    )
-
-    def has_add_permission(self, request) -> bool:
-        return False
-
-    def get_queryset(self, request):
-        since = timezone.localdate() - timedelta(days=7)
-        masked = (
-            MaskStat.objects.filter(
-                connection_id_value=OuterRef("connection_id"),
-                table_name=OuterRef("table_name"),
-                column_name=OuterRef("column_name"),
-                day__gte=since,
-            )
-            .values("connection_id_value")
-            .annotate(total=Sum("count"))
-            .values("total")
-        )
-        return super().get_queryset(request).select_related("connection").annotate(masked_7d=Subquery(masked))
-
-    @admin.display(description=_("masked (7 days)"), ordering="masked_7d")
-    def masked_last_7_days(self, obj) -> int:
-        return getattr(obj, "masked_7d", None) or 0
-
-    def save_model(self, request, obj, form, change) -> None:
-        column_classification_set(classification=obj, pii_kind=form.cleaned_data["pii_kind"], request=request)
-
-
 @admin.register(Role)
 class RoleAdmin(admin.ModelAdmin):
     """Grant changes are recorded as one permission-change event per save:
@@ -565,5 +533,3 @@ class RoleAdmin(admin.ModelAdmin):
     def delete_queryset(self, request, queryset) -> None:
         for role in queryset:
             self.delete_model(request, role)
-
-    inlines = [DbGrantInline]

@@ -12,6 +12,7 @@ import logging
 
 from django.db import transaction
 from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
 
 from governance.models import Connector, DbConnection, DocumentCollection, Exposure, Provider, Tier
 
@@ -24,7 +25,9 @@ class ExposureError(Exception):
     """The requested exposure change is not allowed; the message explains why."""
 
 
-CLOSE_REFUSED = _(
+# Lazy: read in the admin's language when shown, not in whichever language
+# was active when this module was imported.
+CLOSE_REFUSED = gettext_lazy(
     "A resource opened to all models cannot be made internal-only again: its data may already have "
     "reached external models. Create a new connection or collection for data that must stay internal."
 )
@@ -63,7 +66,7 @@ def resource_set_exposure(*, resource: Resource, exposure: str, request=None) ->
         raise ExposureError(_("Unknown exposure: %(value)s") % {"value": exposure})
     current = type(resource).objects.filter(pk=resource.pk).values_list("exposure", flat=True).first()
     if current is not None and not exposure_change_allowed(old=current, new=exposure):
-        raise ExposureError(CLOSE_REFUSED)
+        raise ExposureError(str(CLOSE_REFUSED))
     if exposure == Exposure.ALL_MODELS:
         return resource_open_to_all_models(resource=resource, request=request)
     return resource
@@ -72,12 +75,13 @@ def resource_set_exposure(*, resource: Resource, exposure: str, request=None) ->
 def record_exposure_opened(*, resource: Resource, before: str | None, request=None) -> None:
     """Opening a resource (or creating it open) is a settings change on the record."""
     from audit.events import audit_event_write
-    from audit.models import EventKind
+    from audit.models import EventKind, ResourceKind
 
+    kind = ResourceKind.DB_CONNECTION if isinstance(resource, DbConnection) else ResourceKind.DOCUMENT_COLLECTION
     audit_event_write(
         kind=EventKind.SETTINGS_CHANGE,
         request=request,
-        resource_kind=resource._meta.model_name,
+        resource_kind=kind,
         resource_id=resource.pk,
         details={"setting": f"exposure of {resource.name}", "before": before, "after": Exposure.ALL_MODELS},
     )

@@ -12,10 +12,13 @@ from __future__ import annotations
 import logging
 import re
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from django.db import transaction
 from django.utils import timezone
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_noop
 
 from governance.models import (
     ClassificationSource,
@@ -23,9 +26,10 @@ from governance.models import (
     ColumnClassification,
     DbConnection,
     MaskStat,
+    PiiKindChoice,
 )
 from governance.pii.detectors import detect
-from governance.services import db_connection_account_check, db_connection_dsn
+from governance.services import GovernanceError, db_connection_account_check, db_connection_dsn
 from governance.sql.dialects import configured_schemas
 from governance.sql.execute import execute_readonly
 
@@ -128,17 +132,46 @@ def kind_from_samples(values: list[str]) -> tuple[str | None, float]:
     return kind, hits / len(non_empty)
 
 
+# Why a column got its classification. Stored in English (the record does
+# not change with the reader's language) and shown translated (reason_text).
+REASONS = {
+    "mixed": gettext_noop("values look like %(found)s; name suggests %(named)s"),
+    "values": gettext_noop("%(share)s of sampled values are %(kind)s"),
+    "name": gettext_noop("column name suggests %(kind)s"),
+    "none": gettext_noop("no personal data found in name or sampled values"),
+    "set": gettext_noop("set by an admin"),
+    "confirmed": gettext_noop("confirmed by an admin"),
+}
+
+
+def reason_text(reason: str) -> str:
+    """A stored reason in the reader's language, kinds in words; a reason
+    of another form as it is."""
+    from governance.models import PiiKindChoice
+
+    labels = dict(PiiKindChoice.choices)
+    for template in REASONS.values():
+        pattern = re.sub(r"%\\?\(([a-z]+)\\?\)s", r"(?P<\1>.+?)", re.escape(template))
+        match = re.fullmatch(pattern, reason)
+        if match:
+            params = {key: str(labels.get(value, value)) for key, value in match.groupdict().items()}
+            return _(template) % params if params else _(template)
+    return reason
+
+
 def classify_column(column: str, samples: list[str]) -> ColumnVerdict:
     by_name = kind_from_name(column)
     by_values, share = kind_from_samples(samples)
     if by_values and share >= SAMPLE_SHARE:
         if by_name and by_name != by_values:
-            return ColumnVerdict(by_values, round(share, 2), f"values look like {by_values}; name suggests {by_name}")
+            reason = REASONS["mixed"] % {"found": by_values, "named": by_name}
+            return ColumnVerdict(by_values, round(share, 2), reason)
         confidence = min(1.0, share + (0.2 if by_name == by_values else 0.0))
-        return ColumnVerdict(by_values, round(confidence, 2), f"{share:.0%} of sampled values are {by_values}")
+        reason = REASONS["values"] % {"share": f"{share:.0%}", "kind": by_values}
+        return ColumnVerdict(by_values, round(confidence, 2), reason)
     if by_name:
-        return ColumnVerdict(by_name, 0.6, f"column name suggests {by_name}")
-    return ColumnVerdict("", round(1.0 - share, 2), "no personal data found in name or sampled values")
+        return ColumnVerdict(by_name, 0.6, REASONS["name"] % {"kind": by_name})
+    return ColumnVerdict("", round(1.0 - share, 2), REASONS["none"])
 
 
 # --- introspection ------------------------------------------------------------------
@@ -166,6 +199,27 @@ def _quote_identifier(name: str, engine: str) -> str:
     return ".".join(quote + part.replace(quote, quote * 2) + quote for part in name.split("."))
 
 
+def _read_columns(connection: DbConnection, dsn: str) -> list[tuple]:
+    return execute_readonly(
+        engine=connection.engine,
+        dsn=dsn,
+        sql=_COLUMNS_SQL[connection.engine],
+        row_cap=20_000,
+        timeout_ms=connection.statement_timeout_ms,
+        schemas=configured_schemas(connection.sql_dialect, connection.schemas),
+    ).rows
+
+
+def connection_columns(connection: DbConnection) -> list[tuple[str, str, str]]:
+    """(table, column, data type) of every column the analysis would look at,
+    names lower-cased as the analysis stores them; metadata only, no values.
+    Refuses (GovernanceError) a DSN whose account may do more than read;
+    QueryError when the database cannot be reached."""
+    dsn = db_connection_dsn(connection=connection)
+    db_connection_account_check(engine=connection.engine, dsn=dsn)
+    return [(str(t).lower(), str(c).lower(), str(d or "")) for t, c, d in _read_columns(connection, dsn)]
+
+
 def analyse_connection(connection: DbConnection) -> dict[tuple[str, str], tuple[str, ColumnVerdict, int]]:
     """(table, column) -> (data type, verdict, sample size), read-only.
     Refuses (GovernanceError) a DSN whose account may do more than read."""
@@ -173,14 +227,7 @@ def analyse_connection(connection: DbConnection) -> dict[tuple[str, str], tuple[
     db_connection_account_check(engine=connection.engine, dsn=dsn)
     timeout = connection.statement_timeout_ms
     schemas = configured_schemas(connection.sql_dialect, connection.schemas)
-    columns = execute_readonly(
-        engine=connection.engine,
-        dsn=dsn,
-        sql=_COLUMNS_SQL[connection.engine],
-        row_cap=20_000,
-        timeout_ms=timeout,
-        schemas=schemas,
-    ).rows
+    columns = _read_columns(connection, dsn)
     results = {}
     for table, column, data_type in columns:
         sql = (
@@ -205,12 +252,16 @@ def analyse_connection(connection: DbConnection) -> dict[tuple[str, str], tuple[
 
 @transaction.atomic
 def schema_analysis_apply(*, connection: DbConnection, results: dict) -> int:
-    """Store the verdicts; manual classifications are never overwritten."""
+    """Store the verdicts; an admin's classifications (manual, or confirmed
+    suggestions) are never overwritten."""
     existing = {(c.table_name, c.column_name): c for c in ColumnClassification.objects.filter(connection=connection)}
     changed = 0
     for (table, column), (data_type, verdict, sample_size) in results.items():
         current = existing.get((table, column))
-        if current is not None and current.source == ClassificationSource.MANUAL:
+        # An admin's decision (set by hand, or a suggestion confirmed) stands.
+        if current is not None and (
+            current.source == ClassificationSource.MANUAL or current.state == ClassificationState.CONFIRMED
+        ):
             continue
         values = {
             "data_type": data_type[:100],
@@ -320,46 +371,103 @@ def schema_analysis_start(*, connection: DbConnection, request=None) -> None:
     """Record who started an analysis of which connection, then run it in a
     worker (in-process in the embedded profile)."""
     from audit.events import audit_event_write
-    from audit.models import EventKind
+    from audit.models import EventKind, ResourceKind
     from governance.tasks import analyse_schema
 
     with transaction.atomic():
         audit_event_write(
             kind=EventKind.ANALYSIS_STARTED,
             request=request,
-            resource_kind="db_connection",
+            resource_kind=ResourceKind.DB_CONNECTION,
             resource_id=connection.pk,
             details={"connection": connection.name},
         )
         transaction.on_commit(lambda: analyse_schema.delay(connection.pk))
 
 
-@transaction.atomic
 def column_classification_set(*, classification: ColumnClassification, pii_kind: str, request=None):
-    """An admin's classification: manual and confirmed, so re-scans keep it;
-    recorded as a settings change. Takes effect on the next query."""
-    from audit.events import audit_event_write
-    from audit.models import EventKind
-
-    before = ColumnClassification.objects.filter(pk=classification.pk).values_list("pii_kind", flat=True).first()
-    user = getattr(request, "user", None)
-    classification.pii_kind = pii_kind
-    classification.source = ClassificationSource.MANUAL
-    classification.state = ClassificationState.CONFIRMED
-    classification.reason = "set by an admin"
-    classification.classified_by_id = user.pk if user is not None and user.is_authenticated else None
-    classification.classified_by_username = user.get_username() if user is not None and user.is_authenticated else ""
-    classification.save()
-    audit_event_write(
-        kind=EventKind.SETTINGS_CHANGE,
-        request=request,
-        resource_kind="column_classification",
-        resource_id=classification.pk,
-        details={
-            "setting": f"classification of {classification.connection.name}.{classification.table_name}."
-            f"{classification.column_name}",
-            "before": before or None,
-            "after": pii_kind or None,
-        },
-    )
+    """An admin's classification of one column (the change form)."""
+    column_classification_set_kind(classifications=[classification], pii_kind=pii_kind, request=request)
+    classification.refresh_from_db()
     return classification
+
+
+@transaction.atomic
+def column_classification_set_kind(
+    *, classifications: Iterable[ColumnClassification], pii_kind: str, request=None
+) -> int:
+    """Set the kind of each column (`""`: not personal data) as an admin's
+    decision: manual and confirmed, so re-scans keep it. Each changed column
+    is one settings-change event, written in this transaction (not recorded,
+    not changed). Takes effect on the next query. Returns the columns changed.
+
+    This is also how a classification is withdrawn: set to none, on the
+    record, never deleted (a deleted row would unmask the column silently)."""
+    if pii_kind not in ("", *PiiKindChoice.values):
+        raise GovernanceError(_("Unknown personal data kind: %(kind)s") % {"kind": pii_kind})
+    return _decide(classifications, request=request, kind=lambda _current: pii_kind)
+
+
+@transaction.atomic
+def column_classification_confirm(*, classifications: Iterable[ColumnClassification], request=None) -> int:
+    """Confirm the analysis' suggestions as they are (kind unchanged): the
+    admin's decision from now on, kept by re-scans; one settings-change event
+    per column confirmed. Columns already confirmed are left alone."""
+    suggested = [c for c in classifications if c.state == ClassificationState.SUGGESTED]
+    return _decide(suggested, request=request, kind=lambda current: current.pii_kind)
+
+
+def _decide(classifications, *, request, kind) -> int:
+    from audit.events import audit_event_write
+    from audit.models import EventKind, ResourceKind
+
+    user = getattr(request, "user", None)
+    signed = user is not None and user.is_authenticated
+    ids = [c.pk for c in classifications]
+    changed = 0
+    # Locked and re-read: the decision and its record describe the row as it
+    # was when the admin's change landed, not as the admin's page showed it.
+    rows = ColumnClassification.objects.select_for_update().select_related("connection").filter(pk__in=ids)
+    for row in rows.order_by("pk"):
+        after = kind(row)
+        before_kind, before_state = row.pii_kind, row.state
+        if (before_kind, before_state, row.source) == (
+            after,
+            ClassificationState.CONFIRMED,
+            ClassificationSource.MANUAL,
+        ):
+            continue
+        row.pii_kind = after
+        row.source = ClassificationSource.MANUAL
+        row.state = ClassificationState.CONFIRMED
+        row.reason = REASONS["set"] if after != before_kind else REASONS["confirmed"]
+        row.classified_by_id = user.pk if signed else None
+        row.classified_by_username = user.get_username() if signed else ""
+        row.save()
+        audit_event_write(
+            kind=EventKind.SETTINGS_CHANGE,
+            request=request,
+            resource_kind=ResourceKind.COLUMN_CLASSIFICATION,
+            resource_id=row.pk,
+            details={
+                "setting": f"classification of {row.connection.name}.{row.table_name}.{row.column_name}",
+                "before": before_kind or None,
+                "after": after or None,
+                "state_before": before_state,
+                "state_after": row.state,
+            },
+        )
+        changed += 1
+    return changed
+
+
+def analysed_tables(*, connection_ids: Iterable[int] | None = None) -> dict[int, list[str]]:
+    """connection id -> the tables its schema analysis found (sorted): what a
+    table grant can name, as the role admin offers it."""
+    rows = ColumnClassification.objects.all()
+    if connection_ids is not None:
+        rows = rows.filter(connection_id__in=list(connection_ids))
+    tables: dict[int, list[str]] = {}
+    for connection_id, table in rows.values_list("connection_id", "table_name").distinct().order_by("table_name"):
+        tables.setdefault(connection_id, []).append(table)
+    return tables

@@ -11,7 +11,7 @@ from django.db import transaction
 from django.utils.translation import gettext as _
 
 from audit.events import audit_event_write
-from audit.models import EventKind
+from audit.models import EventKind, ResourceKind
 from governance.field_crypto import decrypt_text, encrypt_text
 from governance.grant_diff import EMPTY, WHOLE, RoleGrants, grant_changes, has_changes
 from governance.models import DbConnection, DbGrant, Feature, FeatureDefault, LlmModel, Provider, Role
@@ -77,7 +77,7 @@ def model_set_enabled(*, model: LlmModel, enabled: bool, request=None) -> LlmMod
     if before != enabled:
         _record_setting(
             request=request,
-            resource_kind="llm_model",
+            resource_kind=ResourceKind.LLM_MODEL,
             resource_id=model.pk,
             setting=f"model {model.provider.name}/{model.name} enabled",
             before=before,
@@ -103,7 +103,7 @@ def feature_default_set(*, feature: str, model: LlmModel | None, request=None) -
     if before != _model_ref(model):
         _record_setting(
             request=request,
-            resource_kind="feature_default",
+            resource_kind=ResourceKind.FEATURE_DEFAULT,
             resource_id=feature,
             setting=f"default model for {feature}",
             before=before,
@@ -148,7 +148,7 @@ def role_permission_change_record(*, role_id, role_name: str, before: RoleGrants
     return audit_event_write(
         kind=EventKind.PERMISSION_CHANGE,
         request=request,
-        resource_kind="role",
+        resource_kind=ResourceKind.ROLE,
         resource_id=role_id,
         details={"role": role_name, **changes},
     )
@@ -190,3 +190,134 @@ def db_connection_dsn(*, connection: DbConnection) -> str:
     if connection.dsn_encrypted:
         return decrypt_text(connection.dsn_encrypted)
     raise GovernanceError(_("The connection has no DSN configured."))
+
+
+# --- connection settings on the record ----------------------------------------------
+#
+# What a connection reaches (engine, DSN, schemas) decides what its existing
+# grants cover: a changed DSN can point the same grants at another database.
+# Each change is a settings-change event; the DSN itself never is (only where
+# it comes from, and that it was replaced).
+
+_CONNECTION_SETTINGS = {
+    # field -> the setting's name in the record
+    "name": "name",
+    "engine": "engine",
+    "schemas": "schemas",
+    "row_cap": "row cap",
+    "statement_timeout_ms": "statement timeout (ms)",
+}
+
+
+def db_connection_settings(*, connection_id: int | None) -> dict | None:
+    """The connection's recorded settings as stored now (None: no such row).
+    Holds the encrypted DSN only to tell whether it was replaced."""
+    if connection_id is None:
+        return None
+    return (
+        DbConnection.objects.filter(pk=connection_id).values(*_CONNECTION_SETTINGS, "dsn_env", "dsn_encrypted").first()
+    )
+
+
+def _dsn_source(settings_: dict) -> str:
+    if settings_.get("dsn_env"):
+        return f"env:{settings_['dsn_env']}"
+    return "stored" if settings_.get("dsn_encrypted") else "-"
+
+
+def _dsn_replaced(before: dict, after: dict) -> bool:
+    if before.get("dsn_encrypted") == after.get("dsn_encrypted"):
+        return False
+    if not before.get("dsn_encrypted") or not after.get("dsn_encrypted"):
+        return True
+    try:
+        # Fernet tokens differ for the same text: compare what they hold.
+        return decrypt_text(before["dsn_encrypted"]) != decrypt_text(after["dsn_encrypted"])
+    except Exception:  # unreadable: cannot show it is the same, so say it changed
+        return True
+
+
+def _public(settings_: dict) -> dict:
+    """A connection's settings for the record: everything but the DSN."""
+    return {**{key: settings_.get(key) for key in _CONNECTION_SETTINGS}, "dsn": _dsn_source(settings_)}
+
+
+def db_connection_settings_change_record(*, connection: DbConnection, before: dict | None, request=None) -> list:
+    """Record what a save changed (compared with `before`, read by
+    db_connection_settings before the save): one settings-change event per
+    setting, in the caller's transaction; a new connection is one event with
+    all its settings. Raises AuditWriteError: the save is then rolled back."""
+    after = db_connection_settings(connection_id=connection.pk)
+    if after is None:
+        return []
+    if before is None:
+        return [
+            _record_connection(request, connection, f"connection {after['name']}", before=None, after=_public(after))
+        ]
+    events = []
+    for field_name, label in _CONNECTION_SETTINGS.items():
+        if before.get(field_name) != after.get(field_name):
+            events.append(
+                _record_connection(
+                    request,
+                    connection,
+                    f"{label} of {after['name']}",
+                    before=before.get(field_name),
+                    after=after.get(field_name),
+                )
+            )
+    source_before, source_after = _dsn_source(before), _dsn_source(after)
+    if source_before != source_after or _dsn_replaced(before, after):
+        events.append(
+            _record_connection(
+                request,
+                connection,
+                f"DSN of {after['name']}",
+                before=source_before,
+                after=source_after,
+                replaced=_dsn_replaced(before, after),
+            )
+        )
+    return events
+
+
+def _record_connection(request, connection, setting: str, *, before, after, **extra):
+    return audit_event_write(
+        kind=EventKind.SETTINGS_CHANGE,
+        request=request,
+        resource_kind=ResourceKind.DB_CONNECTION,
+        resource_id=connection.pk,
+        details={"setting": setting, "before": before, "after": after, **extra},
+    )
+
+
+@transaction.atomic
+def db_connection_delete(*, connection: DbConnection, request=None) -> None:
+    """Delete a connection, with its grants and classifications, on the
+    record: a settings-change event for the connection (its settings, not
+    its DSN) and a permission-change event for every role whose grant went
+    with it."""
+    roles = list(Role.objects.filter(db_grants__connection=connection).distinct().order_by("pk"))
+    before = {role.pk: role_grants_snapshot(role_id=role.pk) for role in roles}
+    settings_ = db_connection_settings(connection_id=connection.pk)
+    classified = connection.classifications.count()
+    connection_id = connection.pk
+    connection.delete()
+    for role in roles:
+        role_permission_change_record(
+            role_id=role.pk,
+            role_name=role.name,
+            before=before[role.pk],
+            after=role_grants_snapshot(role_id=role.pk),
+            request=request,
+        )
+    if settings_ is not None:
+        connection.pk = connection_id
+        _record_connection(
+            request,
+            connection,
+            f"connection {settings_['name']}",
+            before=_public(settings_),
+            after=None,
+            classifications_deleted=classified,
+        )

@@ -1,9 +1,23 @@
 from django.contrib import admin
 from django.urls import include, path
+from django.utils.translation import gettext_lazy as _
+from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
+
+from accounts.views import set_language
+
+# The admin is OwlAI's, not a generic "Django administration".
+admin.site.site_header = _("OwlAI administration")
+admin.site.site_title = _("OwlAI admin")
+admin.site.index_title = _("Governance and audit")
 
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("accounts/", include("django.contrib.auth.urls")),
-    path("i18n/", include("django.conf.urls.i18n")),
+    # The switcher: Django's, plus the signed-in user's choice is stored.
+    path("i18n/setlang/", set_language, name="set_language"),
+    path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
+    path("api/schema/swagger-ui/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-swagger-ui"),
+    path("api/schema/redoc/", SpectacularRedocView.as_view(url_name="api-schema"), name="api-redoc"),
+    path("", include("accounts.urls")),
     path("", include("chat.urls")),
 ]

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 from django.conf import settings
 
+from tests.support.browser import browser_stack, chat_env, chromium, pages  # noqa: F401 (fixtures)
 from tests.support.customer_dbs import (  # noqa: F401 (fixtures)
     mysql_customer_db,
     pg_customer_db,
@@ -35,6 +36,8 @@ _port_open = port_open
 def pytest_runtest_makereport(item, call):
     outcome = yield
     report = outcome.get_result()
+    # Fixtures read it in their teardown (browser screenshots on failure).
+    setattr(item, f"rep_{report.when}", report)
     needs_services = item.get_closest_marker("services") or item.get_closest_marker("e2e")
     if REQUIRE_SERVICES and needs_services and report.skipped and not hasattr(report, "wasxfail"):
         report.outcome = "failed"

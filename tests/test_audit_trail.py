@@ -18,6 +18,7 @@ from chat.services import conversation_create
 from governance.models import DbConnection, DbGrant, DocumentCollection, LlmModel, Role
 from governance.services import feature_default_set, install_config_sync, model_set_enabled
 from owlai.install_config import parse_install_config
+from tests.support.governed import classify
 
 pytestmark = pytest.mark.django_db
 
@@ -29,6 +30,7 @@ def write_sql_row(user, sql="SELECT 1", conversation_id=None, **extra):
         tool="run_sql",
         outcome=extra.pop("outcome", "success"),
         resource_name=extra.pop("resource_name", "sales"),
+        resource_id=extra.pop("resource_id", None),
         row_count=1,
         sql_text=sql,
         tables=extra.pop("tables", ["customers"]),
@@ -128,15 +130,15 @@ def test_search_finds_sql_text_and_table_names(admin_client, personas):
 
 
 def test_filters_by_user_connection_outcome_and_period(admin_client, personas):
-    write_sql_row(personas.staff, resource_name="sales", outcome="denied")
-    write_sql_row(personas.outsider, resource_name="hr", outcome="success")
+    write_sql_row(personas.staff, resource_name="sales", resource_id=personas.sales.pk, outcome="denied")
+    write_sql_row(personas.outsider, resource_name="hr_secret", resource_id=personas.hidden.pk, outcome="success")
     url = reverse("admin:audit_sqlexecution_changelist")
 
     def names(**params):
         return sorted(r.actor_username for r in admin_client.get(url, params).context["cl"].result_list)
 
-    assert names(user="staff") == ["staff"]
-    assert names(connection="hr") == ["outsider"]
+    assert names(user_id=personas.staff.pk) == ["staff"]
+    assert names(connection_id=personas.hidden.pk) == ["outsider"]
     assert names(outcome="denied") == ["staff"]
     assert names(period="1d") == ["outsider", "staff"]
 
@@ -147,6 +149,7 @@ def test_filters_by_user_connection_outcome_and_period(admin_client, personas):
 def test_role_grant_change_writes_one_event_with_opened_and_closed(admin_client, personas):
     role = personas.role  # sales: whole DB; partial: customers table
     collection = DocumentCollection.objects.create(name="manuals", exposure="all_models")
+    classify(personas.partial, {"customers": {"id": None}, "orders": {"id": None}})  # the analysed schema
     url = reverse("admin:governance_role_change", args=[role.pk])
     grants = list(DbGrant.objects.filter(role=role).order_by("connection__name"))  # partial, sales
     response = admin_client.post(
@@ -162,19 +165,17 @@ def test_role_grant_change_writes_one_event_with_opened_and_closed(admin_client,
             "db_grants-0-id": grants[0].pk,
             "db_grants-0-role": role.pk,
             "db_grants-0-connection": personas.partial.pk,
-            "db_grants-0-tables": '["customers", "orders"]',
+            "db_grants-0-tables": [f"{personas.partial.pk}:customers", f"{personas.partial.pk}:orders"],
             # sales: whole database -> deleted
             "db_grants-1-id": grants[1].pk,
             "db_grants-1-role": role.pk,
             "db_grants-1-connection": personas.sales.pk,
             "db_grants-1-whole_database": "on",
-            "db_grants-1-tables": "[]",
             "db_grants-1-DELETE": "on",
             # hr_secret: new whole-database grant
             "db_grants-2-role": role.pk,
             "db_grants-2-connection": personas.hidden.pk,
             "db_grants-2-whole_database": "on",
-            "db_grants-2-tables": "[]",
         },
     )
     assert response.status_code == 302, response.content[:3000]
@@ -280,13 +281,13 @@ def test_csv_export_is_capped_safe_and_recorded(admin_client, personas, settings
     assert data[2][1] == "'@staff"
     assert "고객" in data[3][sql_col]
     event = AuditEvent.objects.get(kind="csv_export")
-    assert event.row_count == 5000 and event.details == {"cut": True} and event.filters == {"outcome": "success"}
+    assert event.row_count == 5000 and event.details["cut"] is True and event.filters == {"outcome": "success"}
 
 
 def test_csv_export_of_a_small_filter_has_no_cut_note(admin_client, personas):
     write_sql_row(personas.staff, sql="SELECT 1")
     write_sql_row(personas.outsider, sql="SELECT 2")
-    _body, parsed = download(admin_client, reverse("admin:audit_sqlexecution_export"), {"user": "staff"})
+    _body, parsed = download(admin_client, reverse("admin:audit_sqlexecution_export"), {"user_id": personas.staff.pk})
     assert len(parsed) == 2 and parsed[1][1] == "staff"
     assert AuditEvent.objects.get(kind="csv_export").row_count == 1
 

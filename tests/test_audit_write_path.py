@@ -28,7 +28,7 @@ from contextlib import contextmanager
 import psycopg
 import pytest
 from django.db import connection
-from django.utils import timezone
+from django.utils import timezone, translation
 
 from audit.admin import TOOL_CALL_COLUMNS
 from audit.digest import seal_new_rows, verify
@@ -306,17 +306,19 @@ def test_sql_history_shows_one_line_per_call_with_no_outcome_recorded(admin_clie
 @pytest.mark.django_db
 def test_csv_export_has_one_line_per_call(admin_client, admin_user):
     calls = _three_calls(admin_user)
-    response = admin_client.get("/admin/audit/sqlexecution/export/")
+    response = admin_client.get("/admin/audit/sqlexecution/export/", HTTP_ACCEPT_LANGUAGE="en")
     assert response.status_code == 200
-    text = b"".join(response.streaming_content).decode("utf-8-sig")
+    with translation.override("ko"):  # the rows keep the request's language, whatever is active later
+        text = b"".join(response.streaming_content).decode("utf-8-sig")
     header, *rows = list(csv.reader(io.StringIO(text)))
     assert len(rows) == 3
     column = [field for field, _header in TOOL_CALL_COLUMNS].index
     by_sql = {row[column("sql_text")]: row for row in rows}
     outcome, count = column("line_outcome"), column("line_row_count")
-    assert (by_sql["SELECT 1 AS ran"][outcome], by_sql["SELECT 1 AS ran"][count]) == ("success", "5")
-    assert by_sql["SELECT 2 AS lost"][outcome] == str(NO_OUTCOME_LABEL)
-    assert by_sql["DELETE"][outcome] == "denied"
+    # Outcomes in words (the request's language: English here).
+    assert (by_sql["SELECT 1 AS ran"][outcome], by_sql["SELECT 1 AS ran"][count]) == ("Success", "5")
+    assert by_sql["SELECT 2 AS lost"][outcome] == "no outcome recorded"
+    assert by_sql["DELETE"][outcome] == "Denied"
     assert by_sql["DELETE"][column("line_reason")] == "not a read-only query"
     del calls
 

@@ -55,7 +55,7 @@ def _age(conversation, *, deleted_days_ago=None, idle_days=None) -> None:
 
 def test_delete_hides_at_once_and_removes_the_vault_but_keeps_the_rest_until_the_purge(chat, personas, client):
     client.force_login(personas.staff)
-    assert client.delete(reverse("chat:conversation-delete", args=[chat.pk])).status_code == 204
+    assert client.delete(reverse("chat:conversation-detail", args=[chat.pk])).status_code == 204
 
     assert VaultEntry.objects.filter(conversation_id=chat.pk).count() == 0  # originals gone at once
     assert Conversation.objects.get(pk=chat.pk).deleted_at is not None
@@ -68,7 +68,7 @@ def test_delete_hides_at_once_and_removes_the_vault_but_keeps_the_rest_until_the
         reverse("chat:conversation-reveal", args=[chat.pk]), {"token": "[전화번호-1]"}, content_type="application/json"
     )
     assert reveal.status_code == 404
-    assert client.delete(reverse("chat:conversation-delete", args=[chat.pk])).status_code == 404
+    assert client.delete(reverse("chat:conversation-detail", args=[chat.pk])).status_code == 404
 
 
 def test_no_new_turn_in_a_deleted_conversation(chat, personas):

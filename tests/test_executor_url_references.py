@@ -96,10 +96,15 @@ def test_only_the_owner_with_the_permission_resolves_and_every_attempt_is_audite
     world.personas.role.save()
     allowed = client.post(url, {"reference": "[URL-2]"}, content_type="application/json")
     assert allowed.status_code == 200 and allowed.json() == {"reference": "[URL-2]", "url": BASIC}
-    unknown = client.post(url, {"reference": "[URL-9]"}, content_type="application/json")
-    garbage = client.post(url, {"reference": "https://x"}, content_type="application/json")
-    assert (unknown.status_code, unknown.json()["detail"]) == (403, "unknown reference")
-    assert (garbage.status_code, garbage.json()["detail"]) == (403, "not a reference")
+    english = {"HTTP_ACCEPT_LANGUAGE": "en"}
+    unknown = client.post(url, {"reference": "[URL-9]"}, content_type="application/json", **english)
+    garbage = client.post(url, {"reference": "https://x"}, content_type="application/json", **english)
+    # The person is told in words; the audit event keeps the reason's code.
+    assert (unknown.status_code, unknown.json()["detail"]) == (
+        403,
+        "This reference does not belong to this conversation.",
+    )
+    assert (garbage.status_code, garbage.json()["detail"]) == (403, "This is not a URL reference.")
     client.force_login(outsider)
     assert client.post(url, {"reference": "[URL-2]"}, content_type="application/json").status_code == 404
 

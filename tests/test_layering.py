@@ -1,4 +1,4 @@
-"""Imports only go down: owlai <- audit <- governance <- chat. A lower layer
+"""Imports only go down: owlai <- audit <- accounts <- governance <- chat. A lower layer
 never imports a higher one (migrations included), so each concern has one
 home and the dependency graph stays readable from the file tree. The project
 package's entry points (ASGI, Celery, URLs), which wire the apps together,
@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-LAYERS = ["owlai", "audit", "governance", "chat"]
+LAYERS = ["owlai", "audit", "accounts", "governance", "chat"]
 WIRING = {"owlai/asgi.py", "owlai/celery.py", "owlai/urls.py"}
 
 

@@ -184,7 +184,7 @@ def test_token_from_another_conversation_is_not_reidentified_and_delete_removes_
     assert tool_results(fake.requests[3])[0]["rows"] == []  # not re-identified: no such literal in the DB
     assert VaultEntry.objects.filter(conversation=first).count() == 1
     client.force_login(user)
-    assert client.delete(reverse("chat:conversation-delete", args=[first.pk])).status_code == 204
+    assert client.delete(reverse("chat:conversation-detail", args=[first.pk])).status_code == 204
     assert VaultEntry.objects.filter(conversation_id=first.pk).count() == 0
 
 

@@ -169,7 +169,7 @@ def test_seed_demo_creates_everything(var_dir):
     assert str(path.resolve()) not in connection.dsn_encrypted  # stored encrypted
 
     sales = Role.objects.get(name="영업팀")
-    assert set(sales.users.values_list("username", flat=True)) == {"admin", "staff"}
+    assert set(sales.users.values_list("username", flat=True)) == {"admin", "staff", "manager"}
     sales_grant = DbGrant.objects.get(role=sales, connection=connection)
     assert sales_grant.whole_database is True
     support = Role.objects.get(name="고객센터")
@@ -227,7 +227,11 @@ def test_seed_demo_is_idempotent(var_dir):
     support_grant = DbGrant.objects.get(role__name="고객센터")
     assert support_grant.whole_database is False
     assert sorted(support_grant.tables) == ["consultations", "orders"]
-    assert set(Role.objects.get(name="영업팀").users.values_list("username", flat=True)) == {"admin", "staff"}
+    assert set(Role.objects.get(name="영업팀").users.values_list("username", flat=True)) == {
+        "admin",
+        "staff",
+        "manager",
+    }
 
 
 @pytest.mark.django_db
@@ -294,3 +298,56 @@ def test_seed_demo_without_offline_model_leaves_chat_default_empty(settings, var
     assert FeatureDefault.objects.get(feature=Feature.CHAT).model is None
     assert DbConnection.objects.filter(name="demo_company").exists()
     assert "admin" in output
+
+
+@pytest.mark.django_db
+def test_seed_demo_masks_names_from_the_first_query_and_manager_may_reveal(var_dir):
+    """The schema is analysed by seed_demo itself: names (which no format
+    detector finds) are tokens in the very first result, and `manager`, not
+    `staff`, may reveal them (README's user table)."""
+    import json
+
+    from audit.models import AuditEvent, EventKind
+    from chat.context import TurnContext
+    from chat.executor import execute_tool_call
+    from chat.reveal import may_reveal
+    from chat.services import conversation_create
+    from governance.models import ColumnClassification
+
+    _seed()
+    connection = DbConnection.objects.get(name="demo_company")
+    kinds = dict(
+        ColumnClassification.objects.filter(connection=connection, table_name="customers").values_list(
+            "column_name", "pii_kind"
+        )
+    )
+    assert (kinds["name"], kinds["phone"], kinds["email"], kinds["city"]) == ("name", "phone", "email", "")
+    started = AuditEvent.objects.get(kind=EventKind.ANALYSIS_STARTED)
+    assert started.details == {"connection": "demo_company", "trigger": "seed_demo"}
+
+    user_model = get_user_model()
+    staff, manager = user_model.objects.get(username="staff"), user_model.objects.get(username="manager")
+    assert manager.check_password("manager") and not manager.is_staff
+    assert may_reveal(user=manager) and not may_reveal(user=staff)
+
+    conversation = conversation_create(owner=staff)
+    ctx = TurnContext(
+        user_id=staff.pk,
+        username="staff",
+        tier="private",
+        model_name="m",
+        provider_name="p",
+        conversation_id=conversation.pk,
+        turn_id=1,
+    )
+    arguments = json.dumps(
+        {"connection": "demo_company", "sql": "SELECT name, city FROM customers ORDER BY id LIMIT 3"}
+    )
+    result = execute_tool_call(ctx, name="run_sql", arguments=arguments)
+    rows = json.loads(result.content)["rows"]
+    assert result.outcome == "success" and len(rows) == 3
+    assert all(re.fullmatch(r"\[이름-\d+\]", name) for name, _city in rows), rows
+
+    # A second seed keeps the analysis (and an admin's classifications) as they are.
+    _seed()
+    assert AuditEvent.objects.filter(kind=EventKind.ANALYSIS_STARTED).count() == 1

@@ -93,3 +93,22 @@ def test_connector_refusals_and_approval_decisions_are_one_vocabulary():
     assert set(approvals.DECISIONS.values()) < set(ApprovalStatus.values)
     assert set(approvals._EVENT_OF) == set(ApprovalStatus.values) - {ApprovalStatus.PENDING}
     assert set(approvals._EVENT_OF.values()) <= set(EventKind.values)
+
+
+def test_audit_resource_kinds_are_one_list():
+    """Every resource kind an audit record is written with is a ResourceKind
+    (the screens show and filter them in words); literals in code included."""
+    import re
+
+    from audit.models import ResourceKind, resource_kind_label
+
+    root = Path(__file__).resolve().parent.parent
+    literals = set()
+    for app in ("audit", "governance", "chat"):
+        for path in (root / app).rglob("*.py"):
+            if "migrations" in path.parts:
+                continue
+            literals |= set(re.findall(r'resource_kind\s*=\s*"([^"]*)"', path.read_text(encoding="utf-8")))
+    assert literals - {""} <= set(ResourceKind.values), literals - set(ResourceKind.values)
+    assert len(set(ResourceKind.labels)) == len(ResourceKind.values)  # a label names one kind
+    assert resource_kind_label("db_connection") == str(ResourceKind.DB_CONNECTION.label)

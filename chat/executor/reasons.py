@@ -15,6 +15,14 @@ from collections.abc import Mapping
 from django.utils.translation import gettext
 
 
+class Phrase(str):
+    """A reason a check stated in its fixed English form (the SQL guard's
+    "write statement: DELETE", re-identification's): recorded as written,
+    put into the reader's language for the model and the person
+    (governance.refusals.localize keeps the SQL it quotes), so a refusal is
+    never half one language and half the other."""
+
+
 class Reason:
     """`Reason(gettext_noop("no permission to read table(s): %(tables)s"), tables=...)`."""
 
@@ -36,7 +44,17 @@ class Reason:
         text = gettext(self.msgid)
         if not self.params:
             return text
-        return text % {k: v.for_model() if isinstance(v, Reason) else v for k, v in self.params.items()}
+        return text % {k: _for_model(v) for k, v in self.params.items()}
+
+
+def _for_model(value: object) -> object:
+    if isinstance(value, Reason):
+        return value.for_model()
+    if isinstance(value, Phrase):
+        from governance.refusals import localize
+
+        return localize(str(value))
+    return value
 
 
 class Refused(Exception):

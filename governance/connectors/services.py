@@ -18,7 +18,7 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from audit.events import audit_event_write
-from audit.models import EventKind
+from audit.models import EventKind, ResourceKind
 from governance.connectors.client import (
     ConnectorConfigError,
     ConnectorError,
@@ -202,7 +202,7 @@ def _apply_tool_list(
             kind=EventKind.CONNECTOR_TOOLS_CHANGED,
             request=request,
             actor=actor,
-            resource_kind="connector",
+            resource_kind=ResourceKind.CONNECTOR,
             resource_id=locked.pk,
             details={**base, "added": sorted(added), "removed": sorted(removed)},
         )
@@ -211,7 +211,7 @@ def _apply_tool_list(
             kind=EventKind.CONNECTOR_DEFINITION_CHANGED,
             request=request,
             actor=actor,
-            resource_kind="connector_tool",
+            resource_kind=ResourceKind.CONNECTOR_TOOL,
             resource_id=tool.pk,
             details={
                 **base,
@@ -266,7 +266,7 @@ def connector_tool_definition_approve(
         kind=EventKind.CONNECTOR_DEFINITION_APPROVED,
         request=request,
         actor=actor,
-        resource_kind="connector_tool",
+        resource_kind=ResourceKind.CONNECTOR_TOOL,
         resource_id=locked.pk,
         details={
             "connector": locked.connector.name,
@@ -292,7 +292,7 @@ def connector_tool_set_policy(*, tool: ConnectorTool, policy: str, actor=None, r
     _record_setting(
         request=request,
         actor=actor,
-        resource_kind="connector_tool",
+        resource_kind=ResourceKind.CONNECTOR_TOOL,
         resource_id=locked.pk,
         setting=f"policy of connector tool {locked.connector.name}/{locked.name}",
         before=before,

@@ -122,10 +122,8 @@ class Stack:
         )
         wait_for_port(self.redis_port, proc, proc.log)
 
-    def start_web(self) -> None:
-        proc = self._start(
-            "web", [str(BIN / "daphne"), "-b", "127.0.0.1", "-p", str(self.port), "owlai.asgi:application"]
-        )
+    def start_web(self, app: str = "owlai.asgi:application") -> None:
+        proc = self._start("web", [str(BIN / "daphne"), "-b", "127.0.0.1", "-p", str(self.port), app])
         wait_for_port(self.port, proc, proc.log)
 
     def start_worker(self, concurrency: int = 2, *, pool: str = "prefork", name: str = "worker") -> None:

@@ -25,6 +25,7 @@ import json
 from django.conf import settings
 from django.utils.translation import gettext_noop
 
+from audit.models import ResourceKind
 from chat.executor.pipeline import Call, Offer, Output, Target
 from chat.executor.policy import ALWAYS_ALLOW
 from chat.executor.reasons import Reason, Refused
@@ -36,7 +37,7 @@ MAX_LIMIT = 200
 
 class ReadSpill:
     name = READ_SPILL
-    resource_kind = "spill_file"
+    resource_kind = ResourceKind.SPILL_FILE
     target_argument = "file"
     result_key = "file"
     unavailable = Reason(gettext_noop("no spill file of that name is available"))

@@ -28,7 +28,7 @@ from django.utils.translation import gettext, gettext_noop
 
 from chat.executor.pipeline import Call, Lineage, Offer, Output, Target
 from chat.executor.policy import ALWAYS_ALLOW
-from chat.executor.reasons import Reason, Refused, ToolFailed
+from chat.executor.reasons import Phrase, Reason, Refused, ToolFailed
 from governance.models import DbConnection
 from governance.pii.known_values import EMPTY, KnownValues
 from governance.pii.lineage import classify_outputs, rows_read_pii
@@ -107,7 +107,7 @@ class RunSql:
         verdict = analyse_sql(sql, dialect)
         call.tables = verdict.tables
         if not verdict.allowed:
-            raise Refused(Reason(gettext_noop("not a read-only query: %(reason)s"), reason=verdict.reason))
+            raise Refused(Reason(gettext_noop("not a read-only query: %(reason)s"), reason=Phrase(verdict.reason)))
         missing = tables_not_granted(call.tables, access.scope, dialect)
         if missing:
             raise Refused(Reason(gettext_noop("no permission to read table(s): %(tables)s"), tables=", ".join(missing)))
@@ -199,7 +199,7 @@ def _reidentified(sql: str, dialect: str, vault: Vault, tables: tuple[str, ...])
     try:
         executed = reidentify_sql(sql, dialect, vault.original_for)
     except ReidentifyError as error:
-        raise Refused(Reason("%(error)s", error=str(error))) from error
+        raise Refused(Reason("%(error)s", error=Phrase(str(error)))) from error
     if executed.changed:
         again = analyse_sql(executed.sql, dialect)
         if not again.allowed or set(again.tables) != set(tables):

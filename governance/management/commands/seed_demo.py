@@ -19,9 +19,12 @@ from django.core.management.base import BaseCommand
 from django.db import transaction
 from django.utils.translation import gettext as _
 
+from audit.events import audit_event_write
+from audit.models import EventKind
 from governance.demo_company import build_demo_company_db
 from governance.field_crypto import SecretUnavailable
 from governance.models import (
+    ColumnClassification,
     DbConnection,
     DbEngine,
     DbGrant,
@@ -32,6 +35,7 @@ from governance.models import (
     LlmModel,
     Role,
 )
+from governance.schema_analysis import schema_analysis_run
 from governance.services import (
     db_connection_dsn,
     db_connection_set_stored_dsn,
@@ -44,6 +48,8 @@ DEMO_FILE_NAME = "demo_company.sqlite3"
 DEMO_BUSINESS_SUMMARY = "데모 회사 고객·상담·주문 DB: 고객 정보, 상담 이력(메모 포함), 주문 내역"
 SALES_ROLE = "영업팀"
 SUPPORT_ROLE = "고객센터"
+# Members may reveal the original behind a token (the `manager` demo user).
+REVEAL_ROLE = "개인정보 열람"
 SUPPORT_TABLES = ["consultations", "orders"]
 OFFLINE_DEMO_KIND = "offline-demo"
 
@@ -94,15 +100,55 @@ class Command(BaseCommand):
             install_config_sync(config=settings.OWLAI_INSTALL)
             admin, admin_created = self._user("admin", password="admin", superuser=True)
             staff, staff_created = self._user("staff", password="staff", superuser=False)
+            manager, manager_created = self._user("manager", password="manager", superuser=False)
             connection = self._connection(path)
             sales_role = self._role(
-                SALES_ROLE, users=[staff, admin], connection=connection, whole_database=True, tables=[]
+                SALES_ROLE, users=[staff, manager, admin], connection=connection, whole_database=True, tables=[]
             )
             sales_role.document_collections.add(self._policies())
             self._role(SUPPORT_ROLE, users=[], connection=connection, whole_database=False, tables=SUPPORT_TABLES)
+            self._reveal_role(users=[manager])
             chat_model = self._chat_default()
 
-        self._summary(admin_created=admin_created, staff_created=staff_created, chat_model=chat_model)
+        analysed = self._analyse(connection)
+        self._summary(
+            admin_created=admin_created,
+            staff_created=staff_created,
+            manager_created=manager_created,
+            chat_model=chat_model,
+            analysed=analysed,
+        )
+
+    @staticmethod
+    def _analyse(connection: DbConnection) -> int | None:
+        """Classify the demo DB's columns once, so personal data (names
+        included, which no format detector finds) is masked from the first
+        query; an admin's later classifications are never overwritten."""
+        if ColumnClassification.objects.filter(connection=connection).exists():
+            return None
+        with transaction.atomic():
+            audit_event_write(
+                kind=EventKind.ANALYSIS_STARTED,
+                resource_kind="db_connection",
+                resource_id=connection.pk,
+                details={"connection": connection.name, "trigger": "seed_demo"},
+            )
+        return schema_analysis_run(connection_id=connection.pk)
+
+    @staticmethod
+    def _reveal_role(*, users: list) -> Role:
+        role, created = Role.objects.get_or_create(
+            name=REVEAL_ROLE,
+            defaults={
+                "can_view_raw_pii": True,
+                "description": _(
+                    "Demo: members may reveal the original behind a masked token (each reveal is audited)."
+                ),
+            },
+        )
+        if created:
+            role.users.add(*users)
+        return role
 
     @staticmethod
     def _user(username: str, *, password: str, superuser: bool):
@@ -171,7 +217,15 @@ class Command(BaseCommand):
             feature_default_set(feature=Feature.CHAT, model=model)
         return model
 
-    def _summary(self, *, admin_created: bool, staff_created: bool, chat_model: LlmModel | None) -> None:
+    def _summary(
+        self,
+        *,
+        admin_created: bool,
+        staff_created: bool,
+        manager_created: bool,
+        chat_model: LlmModel | None,
+        analysed: int | None,
+    ) -> None:
         write = self.stdout.write
         write(self.style.SUCCESS(_("Demo data is ready.")))
         if admin_created:
@@ -182,6 +236,13 @@ class Command(BaseCommand):
             write(_("  Regular user: staff / staff (created now; role %(role)s)") % {"role": SALES_ROLE})
         else:
             write(_("  Regular user: staff (already existed; password unchanged)"))
+        if manager_created:
+            write(
+                _("  Regular user: manager / manager (created now; roles %(sales)s and %(reveal)s, may reveal tokens)")
+                % {"sales": SALES_ROLE, "reveal": REVEAL_ROLE}
+            )
+        else:
+            write(_("  Regular user: manager (already existed; password unchanged)"))
         write(
             _("  Connection %(name)s: role %(sales)s sees the whole database, role %(support)s only %(tables)s.")
             % {
@@ -191,6 +252,8 @@ class Command(BaseCommand):
                 "tables": ", ".join(SUPPORT_TABLES),
             }
         )
+        if analysed is not None:
+            write(_("  Schema analysed: %(count)d columns classified.") % {"count": analysed})
         if chat_model is not None:
             write(_("  Chat default model: %(model)s") % {"model": chat_model})
         else:

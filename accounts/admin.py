@@ -1,0 +1,88 @@
+"""API tokens in the admin: an admin creates one for a user (the key is shown
+once, in the confirmation message) or revokes it. Tokens are never edited
+or deleted: a revoked token stays listed with who revoked it and when."""
+
+from __future__ import annotations
+
+from django import forms
+from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
+from django.utils import timezone
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
+
+from accounts.models import ApiToken
+from accounts.services import api_token_create, api_token_revoke
+from audit.admin_views import AuditedViewsMixin
+
+
+class ApiTokenAddForm(forms.ModelForm):
+    class Meta:
+        model = ApiToken
+        fields = ["user", "name", "expires_at"]
+
+    def clean_expires_at(self):
+        expires_at = self.cleaned_data.get("expires_at")
+        if expires_at is not None and expires_at <= timezone.now():
+            raise forms.ValidationError(_("The expiry must be in the future."))
+        return expires_at
+
+
+@admin.register(ApiToken)
+class ApiTokenAdmin(AuditedViewsMixin, admin.ModelAdmin):
+    audit_resource_kind = "api_token"
+    audit_owner_field = "user_id"
+    audit_owner_name_field = "user__username"
+    list_display = ("name", "user", "prefix", "created_at", "expires_at", "revoked_at", "last_used_at")
+    list_filter = (("revoked_at", admin.EmptyFieldListFilter), "created_at")
+    search_fields = ("user__username", "name", "prefix")
+    list_select_related = ("user",)
+    readonly_fields = (
+        "user",
+        "name",
+        "prefix",
+        "created_at",
+        "created_by_username",
+        "expires_at",
+        "revoked_at",
+        "revoked_by_username",
+        "last_used_at",
+    )
+    actions = ["revoke_selected"]
+
+    def get_form(self, request, obj=None, change=False, **kwargs):
+        if obj is None:
+            kwargs["form"] = ApiTokenAddForm
+        return super().get_form(request, obj, change=change, **kwargs)
+
+    def get_readonly_fields(self, request, obj=None):
+        return self.readonly_fields if obj is not None else ()
+
+    def get_fields(self, request, obj=None):
+        return list(self.readonly_fields) if obj is not None else ["user", "name", "expires_at"]
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False
+
+    def save_model(self, request, obj, form, change) -> None:
+        if change:
+            return  # nothing about a token is edited here
+        try:
+            token, key = api_token_create(
+                user=obj.user, name=obj.name, expires_at=obj.expires_at, actor=request.user, request=request
+            )
+        except ValueError as exc:
+            raise PermissionDenied(str(exc))
+        # The admin's confirmation and log entry describe the stored token.
+        for field in ApiToken._meta.concrete_fields:
+            setattr(obj, field.attname, getattr(token, field.attname))
+        obj._state.adding = False
+        messages.warning(request, _("Copy the new token now; it will not be shown again: %(key)s") % {"key": key})
+
+    @admin.action(description=gettext_lazy("Revoke selected API tokens"), permissions=["change"])
+    def revoke_selected(self, request, queryset) -> None:
+        revoked = 0
+        for token in queryset.select_related("user").filter(revoked_at__isnull=True):
+            api_token_revoke(token=token, actor=request.user, request=request)
+            revoked += 1
+        self.message_user(request, _("%(count)d API token(s) revoked.") % {"count": revoked}, messages.SUCCESS)

@@ -1,0 +1,868 @@
+/* The chat page. Server-rendered shell (templates/chat/page.html) plus this
+ * script: conversations over the JSON API, turns over the websocket
+ * (README "Websocket protocol"), rendering through render.js.
+ *
+ * The database is the truth: on every (re)connect the server sends a `state`
+ * frame and the log is rebuilt from it; every turn event carries `turn_id`
+ * and `seq`, and a gap (a frame the transport dropped) is filled with a
+ * `sync` request. A socket that closes reconnects with backoff; a turn that
+ * goes quiet for 5 s gets a `sync` too (its last event may have been lost).
+ */
+(function () {
+  "use strict";
+
+  const CONFIG = JSON.parse(document.getElementById("chat-config").textContent);
+  const T = CONFIG.text;
+  const $ = (id) => document.getElementById(id);
+  const csrf = () => {
+    const m = document.cookie.match(/(?:^|;\s*)csrftoken=([^;]+)/);
+    if (m) return decodeURIComponent(m[1]);
+    const input = document.querySelector("[name=csrfmiddlewaretoken]");
+    return input ? input.value : "";
+  };
+  const log = $("log");
+  const box = $("text");
+
+  let socket = null;
+  let conversation = null; // {id, title, tier, model}
+  let conversations = [];
+  let models = [];
+  let lastSeq = {};
+  let syncing = {};
+  let retryDelay = 500;
+  let retryTimer = null;
+  let busy = false;
+  let activeTurn = null;
+  let stateShown = false;
+  let pending = null; // {ref, text, bubble}: sent, not yet taken by the server
+  let queuedSend = null; // text to send once the new conversation's socket is up
+  let stick = true; // follow new content unless the user scrolled up
+  const answers = {}; // turn id -> answer element
+
+  // --- helpers ---------------------------------------------------------------
+
+  function el(tag, className, text) {
+    const node = document.createElement(tag);
+    if (className) node.className = className;
+    if (text !== undefined && text !== null) node.textContent = text;
+    return node;
+  }
+
+  function fmt(template, values) {
+    return template.replace(/%\((\w+)\)s/g, (_, k) => (values[k] === undefined ? "" : String(values[k])));
+  }
+
+  function loginUrl() {
+    const next = "/" + (conversation ? "#" + conversation.id : "");
+    return `${CONFIG.loginUrl}?next=${encodeURIComponent(next)}`;
+  }
+
+  /* Keep what the user typed across a page load (restored at start-up). */
+  function keepDraft() {
+    try {
+      if (box.value.trim()) sessionStorage.setItem("owlai-draft", JSON.stringify({ id: conversation && conversation.id, text: box.value }));
+    } catch (e) { /* storage off: the text is lost, the page still works */ }
+  }
+
+  /* The session is gone: keep what the user typed, sign in, come back here. */
+  function toLogin() {
+    keepDraft();
+    window.location.assign(loginUrl());
+  }
+
+  class ApiError extends Error {
+    constructor(status, detail) {
+      super(detail || String(status));
+      this.status = status;
+    }
+  }
+
+  async function sessionExpired() {
+    // The page itself needs a login: an expired session is redirected.
+    try {
+      const r = await fetch("/", { redirect: "manual", credentials: "same-origin" });
+      return r.type === "opaqueredirect" || r.status === 302;
+    } catch (e) {
+      return false;
+    }
+  }
+
+  async function api(path, options = {}) {
+    const r = await fetch(path, {
+      credentials: "same-origin",
+      ...options,
+      headers: { "Content-Type": "application/json", "X-CSRFToken": csrf(), ...(options.headers || {}) },
+    });
+    if (r.status === 204) return null;
+    let body = null;
+    try {
+      body = await r.json();
+    } catch (e) {
+      body = null;
+    }
+    if (!r.ok) {
+      if ((r.status === 401 || r.status === 403) && (await sessionExpired())) {
+        toLogin();
+        throw new ApiError(401, T.sessionExpired);
+      }
+      const detail = body && (body.detail || (body.title && body.title[0]));
+      throw new ApiError(r.status, detail);
+    }
+    return body;
+  }
+
+  function flash(message) {
+    const note = $("composer-error");
+    note.textContent = message;
+    note.hidden = !message;
+  }
+
+  // --- scrolling ---------------------------------------------------------------
+
+  function nearBottom() {
+    return log.scrollHeight - log.scrollTop - log.clientHeight < 60;
+  }
+  log.addEventListener("scroll", () => {
+    stick = nearBottom();
+    if (stick) $("jump").hidden = true;
+  });
+  function follow() {
+    if (stick) log.scrollTop = log.scrollHeight;
+    else $("jump").hidden = false;
+  }
+  $("jump").addEventListener("click", () => {
+    stick = true;
+    log.scrollTop = log.scrollHeight;
+    $("jump").hidden = true;
+  });
+
+  // --- token chips ----------------------------------------------------------------
+
+  const popover = $("popover");
+  function showPopover(anchor, text) {
+    popover.textContent = text;
+    popover.hidden = false;
+    const r = anchor.getBoundingClientRect();
+    const width = Math.min(300, window.innerWidth - 16);
+    popover.style.maxWidth = width + "px";
+    popover.style.left = Math.max(8, Math.min(r.left, window.innerWidth - width - 8)) + "px";
+    popover.style.top = r.bottom + 6 + "px";
+  }
+  document.addEventListener("click", (e) => {
+    if (!e.target.closest || !e.target.closest(".pii")) popover.hidden = true;
+  });
+
+  function tokenKind(token) {
+    const label = token.slice(1, token.lastIndexOf("-"));
+    return CONFIG.tokenKinds[label] || label;
+  }
+
+  function makeChip(token) {
+    const chip = el("span", "pii", token);
+    chip.dataset.token = token;
+    chip.tabIndex = 0;
+    chip.setAttribute("role", "button");
+    const kind = tokenKind(token);
+    chip.title = CONFIG.mayReveal ? fmt(T.revealHint, { kind }) : fmt(T.maskedHint, { kind });
+    chip.classList.add(CONFIG.mayReveal ? "revealable" : "locked");
+    return chip;
+  }
+
+  async function onChip(chip) {
+    const token = chip.dataset.token;
+    if (chip.classList.contains("revealed")) return;
+    if (!CONFIG.mayReveal) {
+      showPopover(chip, fmt(T.maskedHint, { kind: tokenKind(token) }));
+      return;
+    }
+    if (!conversation) return;
+    try {
+      const r = await api(`/api/conversations/${conversation.id}/reveal/`, { method: "POST", body: JSON.stringify({ token }) });
+      for (const same of document.querySelectorAll(".pii")) {
+        if (same.dataset.token === token) {
+          same.textContent = r.original;
+          same.title = fmt(T.revealedHint, { token });
+          same.classList.add("revealed");
+        }
+      }
+    } catch (e) {
+      if (e.status === 401) return;
+      chip.title = T.revealRefused;
+      showPopover(chip, T.revealRefused);
+    }
+  }
+  log.addEventListener("click", (e) => {
+    const chip = e.target.closest && e.target.closest(".pii");
+    if (chip) onChip(chip);
+  });
+  log.addEventListener("keydown", (e) => {
+    const chip = e.target.closest && e.target.closest(".pii");
+    if (chip && (e.key === "Enter" || e.key === " ")) {
+      e.preventDefault();
+      onChip(chip);
+    }
+  });
+
+  OwlRender.configure({ tokenLabels: Object.keys(CONFIG.tokenKinds), makeChip });
+
+  // --- the log ---------------------------------------------------------------------
+
+  function clearLog() {
+    log.innerHTML = "";
+    for (const k of Object.keys(answers)) delete answers[k];
+  }
+
+  function showEmpty() {
+    clearLog();
+    const empty = el("div", "empty");
+    empty.appendChild(el("h2", null, T.emptyTitle));
+    empty.appendChild(el("p", null, T.emptyHint));
+    log.appendChild(empty);
+  }
+
+  function userBubble(text, turnId) {
+    const row = el("div", "row user");
+    const bubble = el("div", "bubble user", text);
+    if (turnId) bubble.dataset.turn = turnId;
+    row.appendChild(bubble);
+    log.appendChild(row);
+    follow();
+    return bubble;
+  }
+
+  /* The answer of one turn: a header (model · tier), then its texts and tool
+   * steps in the order they happened, then how it ended. */
+  function answer(turnId, meta) {
+    let node = answers[turnId];
+    if (!node) {
+      node = el("div", "row assistant");
+      node.dataset.turn = turnId;
+      node.appendChild(el("div", "meta"));
+      node.appendChild(el("div", "answer-body"));
+      log.appendChild(node);
+      answers[turnId] = node;
+    }
+    if (meta && meta.model) {
+      const tier = CONFIG.tierLabels[meta.tier] || meta.tier || "";
+      node.querySelector(".meta").textContent = tier ? `${meta.model} · ${tier}` : meta.model;
+    }
+    return node;
+  }
+
+  function body(turnId) {
+    return answer(turnId).querySelector(".answer-body");
+  }
+
+  function setWorking(turnId, on) {
+    const node = answer(turnId);
+    let dots = node.querySelector(".working");
+    if (on && !dots) {
+      dots = el("div", "working");
+      dots.setAttribute("role", "status");
+      dots.appendChild(el("span", "dot"));
+      dots.appendChild(el("span", "dot"));
+      dots.appendChild(el("span", "dot"));
+      dots.appendChild(el("span", "sr-only", T.working));
+      node.appendChild(dots);
+    } else if (!on && dots) {
+      dots.remove();
+    }
+  }
+
+  // Text blocks re-render (markdown) at most once a frame while streaming.
+  const dirty = new Set();
+  let frame = 0;
+  function renderSoon(block) {
+    dirty.add(block);
+    if (!frame) {
+      frame = requestAnimationFrame(() => {
+        frame = 0;
+        for (const b of dirty) renderBlock(b);
+        dirty.clear();
+        follow();
+      });
+    }
+  }
+  function renderBlock(block) {
+    block.replaceChildren(OwlRender.markdown(block._text || ""));
+  }
+
+  function currentText(turnId, create) {
+    const b = body(turnId);
+    const last = b.lastElementChild;
+    if (last && last.classList.contains("text") && !last._closed) return last;
+    if (!create) return null;
+    const block = el("div", "text markdown");
+    block._text = "";
+    b.appendChild(block);
+    return block;
+  }
+
+  function addText(turnId, text, meta) {
+    if (!text) return;
+    answer(turnId, meta);
+    const block = currentText(turnId, true);
+    block._text = text;
+    block._closed = true;
+    renderBlock(block);
+    follow();
+  }
+
+  // --- tool steps ---------------------------------------------------------------------
+
+  function stepSummary(step) {
+    const summary = el("summary");
+    summary.appendChild(el("span", "step-icon", step.finished ? (step.outcome === "success" ? "✓" : "!") : ""));
+    summary.appendChild(el("span", "step-tool", T.tools[step.tool] || step.tool || "?"));
+    if (step.resource) summary.appendChild(el("span", "step-resource", step.resource));
+    if (step.finished) {
+      summary.appendChild(el("span", `badge outcome-${step.outcome}`, T.outcomes[step.outcome] || step.outcome));
+      if (step.row_count !== null && step.row_count !== undefined) {
+        summary.appendChild(el("span", "step-rows", fmt(T.rows, { count: step.row_count })));
+      }
+      if (step.duration_ms !== undefined) summary.appendChild(el("span", "step-time", fmt(T.duration, { ms: step.duration_ms })));
+    } else {
+      summary.appendChild(el("span", "badge running", T.running));
+    }
+    return summary;
+  }
+
+  function fillStep(details, step) {
+    details.className = "step " + (step.finished ? `outcome-${step.outcome}` : "running");
+    details.dataset.callId = step.call_id || "";
+    const content = el("div", "step-body");
+    const input = step.sql !== undefined ? step.sql : step.query;
+    if (input !== undefined) {
+      content.appendChild(el("div", "step-label", step.sql !== undefined ? T.sql : T.query));
+      const pre = el("pre", "step-input");
+      pre.appendChild(OwlRender.textWithChips(input + (step.input_truncated ? " …" : "")));
+      content.appendChild(pre);
+    }
+    if (step.reason) {
+      content.appendChild(el("div", "step-label", T.reason));
+      const reason = el("div", "step-reason");
+      reason.appendChild(OwlRender.textWithChips(step.reason));
+      content.appendChild(reason);
+    }
+    if (step.finished && step.result && step.outcome === "success") {
+      content.appendChild(el("div", "step-label", T.result));
+      content.appendChild(OwlRender.toolResult(step.result));
+      if (step.result_truncated) content.appendChild(el("div", "step-note", T.resultTruncated));
+    }
+    details.replaceChildren(stepSummary(step), content);
+  }
+
+  function upsertStep(turnId, data) {
+    const b = body(turnId);
+    const last = currentText(turnId, false);
+    if (last) last._closed = true; // text after this step is a new block
+    let details = data.call_id ? b.querySelector(`details[data-call-id="${CSS.escape(data.call_id)}"]`) : null;
+    const step = { ...(details ? details._step : {}), ...data };
+    if (!details) {
+      details = el("details");
+      b.appendChild(details);
+    }
+    details._step = step;
+    const open = details.open;
+    fillStep(details, step);
+    details.open = open;
+    follow();
+  }
+
+  function addStatus(turnId, status, reason) {
+    const b = body(turnId);
+    const text = status === "cancelled" ? T.stopped : status === "rejected" ? fmt(T.rejected, { reason }) : reason || T.failed;
+    const note = el("div", `status status-${status}`);
+    note.appendChild(OwlRender.textWithChips(text));
+    b.appendChild(note);
+    follow();
+  }
+
+  // --- state and events --------------------------------------------------------------
+
+  function showTimeline(items) {
+    clearLog();
+    for (const m of items) {
+      if (m.role === "user") userBubble(m.content, m.turn_id);
+      else if (m.role === "assistant") addText(m.turn_id, m.content, { model: m.model, tier: m.tier });
+      else if (m.role === "step") upsertStep(m.turn_id, m);
+      else if (m.role === "status") addStatus(m.turn_id, m.status, m.content);
+    }
+  }
+
+  function showState(st) {
+    retryDelay = 500;
+    lastSeq = {};
+    syncing = {};
+    $("reconnecting").hidden = true;
+    showTimeline(st.messages);
+    setBusy(false, null);
+    if (st.turn) {
+      lastSeq[st.turn.turn_id] = 0;
+      const live = st.turn.status === "queued" || st.turn.status === "running";
+      if (live) setBusy(true, st.turn.turn_id);
+      for (const ev of st.turn.events) apply(ev);
+      if (live) setWorking(st.turn.turn_id, true);
+    }
+    if (pending) log.appendChild(pending.bubble.parentElement); // still waiting for the server
+    stick = true;
+    follow();
+    if (stateShown) {
+      loadConversations();
+      loadModels();
+    }
+    stateShown = true;
+    if (queuedSend !== null) {
+      const text = queuedSend;
+      queuedSend = null;
+      sendTurn(text);
+    }
+  }
+
+  function handle(ev) {
+    lastFrameAt = Date.now();
+    if (ev.type === "state") {
+      showState(ev);
+      return;
+    }
+    if (ev.seq === undefined) {
+      direct(ev);
+      return;
+    }
+    const last = lastSeq[ev.turn_id] || 0;
+    if (ev.seq <= last) return; // already shown (replayed or duplicated)
+    if (ev.seq > last + 1) {
+      // Missed something: ask for the rest; the replay includes this one.
+      if (!syncing[ev.turn_id] && socket) {
+        syncing[ev.turn_id] = true;
+        socket.send(JSON.stringify({ type: "sync", turn_id: ev.turn_id, after_seq: last }));
+      }
+      return;
+    }
+    syncing[ev.turn_id] = false;
+    apply(ev);
+  }
+
+  /* Frames for this socket only (no seq): acks and frame errors. */
+  function direct(ev) {
+    if (ev.type === "turn.started") {
+      if (pending && ev.ref === pending.ref) {
+        pending.bubble.classList.remove("pending");
+        pending.bubble.dataset.turn = ev.turn_id;
+        if (box.value === pending.text) box.value = "";
+        autosize();
+        pending = null;
+      }
+      setBusy(true, ev.turn_id);
+      answer(ev.turn_id);
+      setWorking(ev.turn_id, true);
+      follow();
+      loadConversations(); // a first message has just titled it
+      return;
+    }
+    if (ev.type === "error") {
+      if (ev.code === "cancel_refused") setBusy(false, null);
+      if (pending && (ev.ref === pending.ref || ev.code === "turn_refused")) {
+        // Not taken: the message is not shown as sent, its text stays in the box.
+        pending.bubble.parentElement.remove();
+        pending = null;
+        setBusy(false, null);
+      }
+      flash(ev.message);
+    }
+  }
+
+  function apply(ev) {
+    if (ev.seq !== undefined) lastSeq[ev.turn_id] = ev.seq;
+    const id = ev.turn_id;
+    switch (ev.type) {
+      case "turn.accepted":
+        answer(id, { model: ev.model, tier: ev.tier });
+        if (activeTurn === id || busy) setWorking(id, true);
+        break;
+      case "turn.rejected":
+        addStatus(id, "rejected", ev.reason);
+        break;
+      case "tool.started":
+        upsertStep(id, ev);
+        break;
+      case "tool.finished":
+        upsertStep(id, { ...ev, finished: true });
+        break;
+      case "message.delta": {
+        const block = currentText(id, true);
+        block._text += ev.text;
+        renderSoon(block);
+        break;
+      }
+      case "message.completed": {
+        const block = currentText(id, !!ev.text);
+        if (block) {
+          block._text = ev.text;
+          block._closed = true;
+          renderBlock(block);
+        }
+        follow();
+        break;
+      }
+      case "error":
+        addStatus(id, "failed", ev.message);
+        break;
+      case "turn.finished":
+        if (ev.status === "cancelled") addStatus(id, "cancelled");
+        setWorking(id, false);
+        if (activeTurn === id || activeTurn === null) setBusy(false, null);
+        if (stateShown) {
+          loadConversations();
+          loadModels();
+        }
+        break;
+    }
+  }
+
+  // --- sending and stopping -------------------------------------------------------------
+
+  function setBusy(on, turnId) {
+    busy = on;
+    activeTurn = on ? turnId : null;
+    const send = $("send");
+    send.classList.toggle("stop", on);
+    send.textContent = on ? T.stop : T.send;
+    send.title = on ? T.stopHint : T.sendHint;
+    send.disabled = false;
+  }
+
+  function autosize() {
+    box.style.height = "auto";
+    box.style.height = Math.min(box.scrollHeight, 220) + "px";
+  }
+  box.addEventListener("input", () => {
+    autosize();
+    flash("");
+  });
+
+  let refCounter = 0;
+  function sendTurn(text) {
+    const ref = `r${Date.now().toString(36)}${(refCounter += 1)}`;
+    pending = { ref, text, bubble: userBubble(text) };
+    pending.bubble.classList.add("pending");
+    stick = true;
+    follow();
+    setBusy(true, null);
+    socket.send(JSON.stringify({ type: "turn.start", text, model: $("model").value || null, ref }));
+  }
+
+  async function submit() {
+    if (busy) {
+      stop();
+      return;
+    }
+    const text = box.value.trim();
+    if (!text) return;
+    flash("");
+    // Limits (length, one turn at a time, rate) are the server's to judge: a
+    // refusal comes back as an `error` and the text stays in the box.
+    if (!conversation) {
+      // Created on the first send, titled by the server from this message.
+      try {
+        const c = await api("/api/conversations/", { method: "POST", body: JSON.stringify({}) });
+        queuedSend = text;
+        await open(c, { keepComposer: true });
+      } catch (e) {
+        if (e.status !== 401) flash(T.networkError);
+      }
+      return;
+    }
+    if (!socket || socket.readyState !== WebSocket.OPEN) {
+      flash(T.notConnected);
+      return;
+    }
+    sendTurn(text);
+  }
+
+  function stop() {
+    if (!socket || socket.readyState !== WebSocket.OPEN) return;
+    const send = $("send");
+    send.disabled = true;
+    send.textContent = T.stopping;
+    socket.send(JSON.stringify(activeTurn ? { type: "turn.cancel", turn_id: activeTurn } : { type: "turn.cancel" }));
+  }
+
+  $("composer").addEventListener("submit", (e) => {
+    e.preventDefault();
+    submit();
+  });
+  box.addEventListener("keydown", (e) => {
+    // Enter sends, Shift+Enter is a new line; never while an IME composes (Korean).
+    if (e.key === "Enter" && !e.shiftKey && !e.isComposing && e.keyCode !== 229) {
+      e.preventDefault();
+      if (!busy) submit();
+    }
+  });
+
+  // --- socket ----------------------------------------------------------------------------
+
+  let lastFrameAt = Date.now();
+  setInterval(() => {
+    if (busy && socket && socket.readyState === WebSocket.OPEN && Date.now() - lastFrameAt > 5000) {
+      lastFrameAt = Date.now();
+      socket.send(JSON.stringify({ type: "sync" }));
+    }
+  }, 1000);
+
+  function disconnect() {
+    clearTimeout(retryTimer);
+    if (socket) {
+      socket.onclose = null;
+      socket.close();
+      socket = null;
+    }
+  }
+
+  function connect() {
+    const c = conversation;
+    const scheme = location.protocol === "https:" ? "wss" : "ws";
+    const ws = new WebSocket(`${scheme}://${location.host}/ws/chat/${c.id}/`);
+    socket = ws;
+    ws.onmessage = (e) => handle(JSON.parse(e.data));
+    ws.onclose = (e) => {
+      if (socket !== ws) return;
+      socket = null;
+      if (e.code === 4401) {
+        toLogin();
+        return;
+      }
+      if (e.code === 4403 || e.code === 4404) {
+        // Deleted (here or in another tab), or not this user's: start afresh.
+        newConversation();
+        flash(T.gone);
+        loadConversations();
+        return;
+      }
+      $("reconnecting").hidden = false;
+      // 0.5 s doubling to 10 s, with jitter so many pages do not return at once.
+      retryTimer = setTimeout(() => {
+        if (conversation === c) connect();
+      }, retryDelay * (0.5 + Math.random()));
+      retryDelay = Math.min(retryDelay * 2, 10000);
+    };
+  }
+
+  // --- conversations ------------------------------------------------------------------------
+
+  async function open(c, { keepComposer = false } = {}) {
+    conversation = c;
+    history.replaceState(null, "", "#" + c.id);
+    disconnect();
+    stateShown = false;
+    pending = null;
+    clearLog();
+    setBusy(false, null);
+    if (!keepComposer) flash("");
+    document.body.classList.remove("drawer-open");
+    connect();
+    await Promise.all([loadModels(), loadConversations()]);
+  }
+
+  function newConversation() {
+    disconnect();
+    conversation = null;
+    pending = null;
+    history.replaceState(null, "", location.pathname);
+    setBusy(false, null);
+    showEmpty();
+    loadModels();
+    renderConversations();
+    document.body.classList.remove("drawer-open");
+    box.focus();
+  }
+
+  async function loadConversations() {
+    try {
+      conversations = await api("/api/conversations/");
+    } catch (e) {
+      return conversations;
+    }
+    renderConversations();
+    return conversations;
+  }
+
+  function renderConversations() {
+    const list = $("conversations");
+    list.replaceChildren();
+    // A conversation nobody wrote in yet has no title: not listed.
+    for (const c of conversations.filter((x) => x.title || (conversation && x.id === conversation.id))) {
+      const item = el("li", "conversation" + (conversation && c.id === conversation.id ? " active" : ""));
+      item.dataset.id = c.id;
+      const link = el("a", "conversation-title", c.title || T.untitled);
+      link.href = "#" + c.id;
+      link.title = c.title;
+      link.addEventListener("click", (e) => {
+        e.preventDefault();
+        if (!conversation || conversation.id !== c.id) open(c);
+      });
+      const rename = el("button", "icon rename", "✎");
+      rename.type = "button";
+      rename.title = T.rename;
+      rename.setAttribute("aria-label", T.rename);
+      rename.addEventListener("click", () => startRename(item, c));
+      const del = el("button", "icon delete", "✕");
+      del.type = "button";
+      del.title = T.delete;
+      del.setAttribute("aria-label", T.delete);
+      del.addEventListener("click", () => confirmDelete(c));
+      item.append(link, rename, del);
+      list.appendChild(item);
+    }
+  }
+
+  function startRename(item, c) {
+    const input = el("input", "rename-input");
+    input.value = c.title;
+    input.maxLength = 200;
+    input.setAttribute("aria-label", T.rename);
+    item.replaceChildren(input);
+    input.focus();
+    input.select();
+    let done = false;
+    const finish = async (save) => {
+      if (done) return;
+      done = true;
+      const title = input.value.trim();
+      if (save && title && title !== c.title) {
+        try {
+          const updated = await api(`/api/conversations/${c.id}/`, { method: "PATCH", body: JSON.stringify({ title }) });
+          c.title = updated.title;
+          if (conversation && conversation.id === c.id) conversation.title = updated.title;
+        } catch (e) {
+          if (e.status !== 401) flash(e.message || T.networkError);
+        }
+      }
+      loadConversations();
+    };
+    input.addEventListener("keydown", (e) => {
+      if (e.key === "Enter" && !e.isComposing && e.keyCode !== 229) {
+        e.preventDefault();
+        finish(true);
+      } else if (e.key === "Escape") {
+        finish(false);
+      }
+    });
+    input.addEventListener("blur", () => finish(true));
+  }
+
+  function confirmDelete(c) {
+    const dialog = $("confirm-delete");
+    dialog.querySelector(".confirm-title").textContent = c.title || T.untitled;
+    dialog.returnValue = "";
+    dialog.onclose = async () => {
+      if (dialog.returnValue !== "delete") return;
+      // The open conversation's socket is closed by the deletion; this page
+      // already knows why.
+      if (conversation && conversation.id === c.id) disconnect();
+      try {
+        await api(`/api/conversations/${c.id}/`, { method: "DELETE" });
+      } catch (e) {
+        if (e.status !== 401) flash(e.message || T.networkError);
+        return;
+      }
+      if (conversation && conversation.id === c.id) newConversation();
+      loadConversations();
+    };
+    dialog.showModal();
+  }
+
+  // --- models ----------------------------------------------------------------------------------
+
+  async function loadModels() {
+    try {
+      models = await api(conversation ? `/api/conversations/${conversation.id}/models/` : "/api/models/");
+    } catch (e) {
+      return;
+    }
+    const select = $("model");
+    const chosen = select.value;
+    select.replaceChildren();
+    for (const m of models) {
+      const o = el("option", null, `${m.label} · ${m.tier_label || m.tier}`);
+      o.value = m.id;
+      select.appendChild(o);
+    }
+    const fallback = models.find((m) => m.is_default);
+    if (conversation && conversation.model) select.value = conversation.model;
+    else if (chosen && models.some((m) => String(m.id) === chosen)) select.value = chosen;
+    else if (fallback) select.value = fallback.id;
+    showModel();
+  }
+
+  async function loadMentions() {
+    const list = $("mentions");
+    list.replaceChildren();
+    if (!conversation) return;
+    let items = [];
+    try {
+      items = await api(`/api/conversations/${conversation.id}/mentions/?model=${encodeURIComponent($("model").value)}`);
+    } catch (e) {
+      return;
+    }
+    for (const item of items) {
+      const b = el("button", "mention", "@" + item.name);
+      b.type = "button";
+      b.addEventListener("click", () => {
+        box.value = `@${item.name} ${box.value}`;
+        box.focus();
+        autosize();
+      });
+      list.appendChild(b);
+    }
+  }
+
+  function showModel() {
+    loadMentions();
+    const m = models.find((x) => String(x.id) === $("model").value);
+    $("demo").hidden = !(m && m.offline_demo);
+    const tier = $("tier");
+    tier.textContent = m ? T.tierNotice[m.tier] || "" : "";
+    tier.className = "tier-notice" + (m ? ` tier-${m.tier}` : "");
+    if (conversation && conversation.tier) tier.title = T.tierPinned;
+  }
+  $("model").addEventListener("change", showModel);
+
+  // --- shell --------------------------------------------------------------------------------------
+
+  $("new").addEventListener("click", newConversation);
+  $("menu").addEventListener("click", () => document.body.classList.toggle("drawer-open"));
+  $("scrim").addEventListener("click", () => document.body.classList.remove("drawer-open"));
+  const language = $("language");
+  if (language) {
+    language.addEventListener("change", () => {
+      // The server renders `next` without the fragment that names the open
+      // conversation: come back to it, and to what was typed.
+      const next = language.form.querySelector("[name=next]");
+      if (next) next.value = location.pathname + location.search + location.hash;
+      keepDraft();
+      language.form.submit();
+    });
+  }
+
+  (async () => {
+    const draft = (() => {
+      try {
+        const saved = JSON.parse(sessionStorage.getItem("owlai-draft") || "null");
+        sessionStorage.removeItem("owlai-draft");
+        return saved;
+      } catch (e) {
+        return null;
+      }
+    })();
+    const items = await loadConversations();
+    const wanted = items.find((c) => "#" + c.id === location.hash);
+    if (wanted) await open(wanted);
+    else newConversation();
+    if (draft && draft.text && (!draft.id || (conversation && draft.id === conversation.id))) {
+      box.value = draft.text;
+      autosize();
+    }
+    box.focus();
+  })();
+})();
