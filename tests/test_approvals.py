@@ -343,3 +343,22 @@ def test_a_changed_definition_is_asked_about_again(world, resumed, django_captur
     ConnectorTool.objects.filter(name="echo").update(definition_hash="e" * 64)
     world.fake.script = [tool_call(MAIL, {"text": "메일"})]
     assert ask(world).status == TurnStatus.WAITING_APPROVAL
+
+
+def test_stop_on_a_waiting_turn_ends_it_and_denies_the_call(world, resumed):
+    from chat.services import turn_cancel
+
+    world.fake.script = [tool_call(MAIL, {"text": BODY})]
+    turn = ask(world)
+    assert turn_cancel(conversation=world.conversation, actor=world.user) == "cancelled"
+    turn.refresh_from_db()
+    assert turn.status == TurnStatus.CANCELLED and turn.loop_state is None and resumed == []
+    assert kinds(turn)[-1] == "turn.finished"
+    assert ToolApproval.objects.get().status == ApprovalStatus.DENIED
+    event = AuditEvent.objects.get(kind="approval_denied")
+    assert event.details["stopped"] is True and event.actor_id == world.user.pk
+    assert received(world) == [] and ToolCallAudit.objects.count() == 0
+    # The conversation takes a new turn at once.
+    world.fake.script = [text("네")]
+    assert ask(world, "다른 질문").status == TurnStatus.COMPLETED
+    assert_no_arguments_in_audit()
