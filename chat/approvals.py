@@ -221,8 +221,9 @@ def _shown(call) -> Any:
 
 def _gate_event(kind: str, ctx, view: ConnectorToolView, **details: Any) -> None:
     """A decision the gate took for the user (auto-approved, auto-blocked).
-    Raises AuditWriteError: the call then neither runs nor is refused
-    silently (the turn fails, as for any unwritable audit record)."""
+    Raises AuditWriteError when it cannot be written: inside the policy stage
+    that refuses the call (a crash while deciding), so an unrecorded
+    auto-approval never runs."""
     user = get_user_model().objects.filter(pk=ctx.user_id).first()
     audit_event_write(
         kind=kind,
