@@ -155,6 +155,17 @@ class EventKind(models.TextChoices):
     API_TOKEN_CREATED = "api_token_created", _("API token created")
     API_TOKEN_REVOKED = "api_token_revoked", _("API token revoked")
     API_TOKEN_USED = "api_token_used", _("API request with a token")
+    # Decisions on connector calls that need approval (never the arguments:
+    # they hold mail bodies, comments, customer data).
+    APPROVAL_APPROVED = "approval_approved", _("Tool call approved")
+    APPROVAL_ALWAYS_ALLOWED = "approval_always_allowed", _("Tool call always allowed")
+    APPROVAL_DENIED = "approval_denied", _("Tool call denied")
+    APPROVAL_EXPIRED = "approval_expired", _("Tool call approval expired")
+    # Run without asking under the user's "always allow".
+    APPROVAL_AUTO_APPROVED = "approval_auto_approved", _("Tool call approved automatically")
+    # The same call was denied repeatedly in the conversation: refused without asking.
+    APPROVAL_AUTO_BLOCKED = "approval_auto_blocked", _("Tool call blocked automatically")
+    ALWAYS_ALLOW_REVOKED = "always_allow_revoked", _("Always allow revoked")
 
 
 class ResourceKind(models.TextChoices):
@@ -176,6 +187,7 @@ class ResourceKind(models.TextChoices):
     CLASSIFICATION_COVERAGE = "classification_coverage", _("Classification coverage")
     CONNECTOR = "connector", _("Connector")
     CONNECTOR_TOOL = "connector_tool", _("Connector tool")
+    ALWAYS_ALLOW = "always_allow", _("Always-allowed tool")
     SPILL_FILE = "spill_file", _("Spilled result")
 
 

@@ -14,7 +14,7 @@ import json
 import logging
 
 from django import forms
-from django.contrib import admin
+from django.contrib import admin, messages
 from django.contrib.auth import get_user_model
 from django.db.models import Count, IntegerField, OuterRef, Subquery
 from django.db.models.functions import Coalesce
@@ -31,7 +31,8 @@ from audit.models import EventKind, ResourceKind
 from audit.registry import register_resource_model
 from audit.services import AuditWriteError
 from audit.times import local_iso
-from chat.models import Conversation, Message, Turn
+from chat.approvals import ApprovalError, always_allow_revoke
+from chat.models import AlwaysAllow, Conversation, Message, Turn
 from chat.prompt import turn_inputs
 from governance.models import DbConnection, DbGrant, DocumentCollection, Tier
 from governance.visibility import Sight, decide
@@ -222,3 +223,39 @@ def _hidden_names(tier: str) -> list[str]:
             if decide(tier=tier, exposure=exposure, granted=True) is Sight.HIDDEN:
                 names.append(name)
     return names
+
+
+@admin.register(AlwaysAllow)
+class AlwaysAllowAdmin(AuditedViewsMixin, admin.ModelAdmin):
+    """Users' standing "always allow" of connector tools. Read-only; the one
+    change an admin makes is revoking (chat.approvals.always_allow_revoke,
+    which records it)."""
+
+    audit_resource_kind = ResourceKind.ALWAYS_ALLOW
+    audit_owner_field = "user_id"
+    audit_owner_name_field = "user__username"
+    list_display = ("user", "connector_tool", "created_at", "revoked_at", "revoked_by")
+    list_filter = (("revoked_at", admin.EmptyFieldListFilter), "connector_tool__connector")
+    search_fields = ("user__username", "connector_tool__name", "connector_tool__connector__name")
+    list_select_related = ("user", "connector_tool__connector", "revoked_by")
+    fields = ("user", "connector_tool", "definition_hash", "created_at", "revoked_at", "revoked_by")
+    readonly_fields = fields
+    actions = ["revoke"]
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False
+
+    @admin.action(description=gettext_lazy("Revoke the selected always-allowed tools"), permissions=["change"])
+    def revoke(self, request, queryset) -> None:
+        revoked = 0
+        for grant in queryset.filter(revoked_at__isnull=True):
+            try:
+                always_allow_revoke(grant=grant, actor=request.user, request=request)
+            except (ApprovalError, AuditWriteError) as error:
+                self.message_user(request, str(error), messages.ERROR)
+                return
+            revoked += 1
+        self.message_user(request, _("%(count)d revoked.") % {"count": revoked}, messages.SUCCESS)

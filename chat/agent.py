@@ -13,7 +13,8 @@ from django.conf import settings
 
 from chat.context import TurnContext
 from chat.executor import ToolResult
-from chat.llm import AssistantReply, ModelClient
+from chat.executor.policy import ApprovalSuspends
+from chat.llm import AssistantReply, ModelClient, ToolCall
 from governance.refusals import localize
 
 Emit = Callable[[str, dict], None]
@@ -149,6 +150,45 @@ class TurnAbandoned(Exception):
     """`still_wanted` said no: the turn stops where it is."""
 
 
+@dataclass(frozen=True)
+class LoopState:
+    """Where a loop stopped to wait for an approval, as plain JSON values:
+    this turn's messages so far (`new`, ending with the assistant entry whose
+    tool calls are not all done), the model calls made (`steps`), and the tool
+    calls of that entry not yet run (`pending`; the first one waits for the
+    approval, its `tool.started` already sent). Resuming from it runs no model
+    or tool call twice."""
+
+    new: list[dict]
+    steps: int
+    pending: list[dict]
+
+    def as_json(self) -> dict:
+        return {"new": self.new, "steps": self.steps, "pending": self.pending}
+
+    @classmethod
+    def from_json(cls, value: dict) -> LoopState:
+        pending = value.get("pending") or []
+        if not isinstance(value.get("new"), list) or not isinstance(value.get("steps"), int) or not pending:
+            raise ValueError("not a suspended loop's state")
+        return cls(new=list(value["new"]), steps=value["steps"], pending=list(pending))
+
+
+class TurnSuspended(Exception):
+    """A tool call waits for a person's approval (the executor's approval gate
+    raised ApprovalSuspends): the loop stopped before that call ran. `state`
+    is what it needs to continue; `request` what the gate wants asked."""
+
+    def __init__(self, state: LoopState, request: object) -> None:
+        super().__init__("waiting for approval")
+        self.state = state
+        self.request = request
+
+
+def _call_json(call: ToolCall) -> dict:
+    return {"id": call.id, "name": call.name, "arguments": call.arguments}
+
+
 class TurnCancelled(Exception):
     """The owner asked the turn to stop (`cancel_requested`): it stops before
     its next model or tool call. `new_messages` is what this turn produced
@@ -230,6 +270,7 @@ def run_agent_loop(
     still_wanted: Callable[[], bool] | None = None,
     cancel_requested: Callable[[], bool] | None = None,
     history_chars: int | None = None,
+    resume: LoopState | None = None,
 ) -> LoopResult:
     """Alternate model calls and tool calls until the model answers without
     tools or `max_steps` model calls were made. Exceptions from `execute`
@@ -237,8 +278,14 @@ def run_agent_loop(
     turn and the tool result never reaches the model. Before every model call
     the history is cut to the model's budget (`fit_history`) and, when
     `tools` is a function, the tools are asked for again (what a turn is
-    offered may grow within it, e.g. read_spill after a spilled result)."""
-    new: list[dict] = []
+    offered may grow within it, e.g. read_spill after a spilled result).
+
+    A tool call that needs a person's approval stops the loop with
+    TurnSuspended (nothing of that call ran); `resume` continues from its
+    state: the waiting call first (through the executor again, which now
+    finds the decision), then the rest of its reply's calls, then the model."""
+    new: list[dict] = list(resume.new) if resume else []
+    steps = resume.steps if resume else 0
     budget = history_chars or history_budget(ctx)
     current = max((i for i, m in enumerate(messages) if m["role"] == "user"), default=len(messages))
 
@@ -250,12 +297,30 @@ def run_agent_loop(
         if cancel_requested is not None and cancel_requested():
             raise TurnCancelled(new)
 
-    for _step in range(max_steps):
+    def run_calls(calls: list[ToolCall], *, first_announced: bool) -> None:
+        for index, call in enumerate(calls):
+            check()
+            if not (index == 0 and first_announced):
+                emit("tool.started", step_started_payload(call))
+            started = time.perf_counter()
+            try:
+                result = execute(ctx, name=call.name, arguments=call.arguments)
+            except ApprovalSuspends as waiting:
+                pending = [_call_json(c) for c in calls[index:]]
+                raise TurnSuspended(LoopState(new=list(new), steps=steps, pending=pending), waiting.request) from None
+            emit("tool.finished", step_finished_payload(call, result, round((time.perf_counter() - started) * 1000)))
+            new.append({"role": "tool", "tool_call_id": call.id, "content": result.content})
+
+    if resume is not None:
+        waiting = [ToolCall(id=c["id"], name=c["name"], arguments=c["arguments"]) for c in resume.pending]
+        run_calls(waiting, first_announced=True)
+    while steps < max_steps:
         check()
         stream = TokenSafeStream(lambda text: emit("message.delta", {"text": text}))
         sent = fit_history(messages + new, budget=budget, current=current)
         offered = tools() if callable(tools) else tools
         reply = client.complete(messages=sent, tools=offered, on_delta=stream.feed)
+        steps += 1
         stream.flush()
         new.append(_assistant_entry(reply))
         # Stop pressed while the model answered: what streamed stays, the
@@ -264,11 +329,5 @@ def run_agent_loop(
         if not reply.tool_calls:
             emit("message.completed", {"text": reply.content})
             return LoopResult(new_messages=new, final_text=reply.content, step_limit_hit=False)
-        for call in reply.tool_calls:
-            check()
-            emit("tool.started", step_started_payload(call))
-            started = time.perf_counter()
-            result = execute(ctx, name=call.name, arguments=call.arguments)
-            emit("tool.finished", step_finished_payload(call, result, round((time.perf_counter() - started) * 1000)))
-            new.append({"role": "tool", "tool_call_id": call.id, "content": result.content})
+        run_calls(reply.tool_calls, first_announced=False)
     return LoopResult(new_messages=new, final_text="", step_limit_hit=True)

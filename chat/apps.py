@@ -6,3 +6,11 @@ class ChatConfig(AppConfig):
     name = "chat"
     verbose_name = _("Chat")
     default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        # Connector calls that need approval ask the conversation's user
+        # (without this the executor refuses them: it cannot ask anyone).
+        from chat.approvals import ConnectorApprovalGate
+        from chat.executor.policy import set_approval_gate
+
+        set_approval_gate(ConnectorApprovalGate())

@@ -55,6 +55,7 @@ import functools
 import json
 import logging
 import time
+import uuid
 from importlib import import_module
 
 from channels.db import database_sync_to_async
@@ -270,7 +271,10 @@ class ChatConsumer(AsyncWebsocketConsumer):
         if ref is not None and not (isinstance(ref, str) and len(ref) <= 64):
             await self._error("bad_event", _("'ref' must be a string of at most 64 characters."))
             return
-        if payload["type"] in ("turn.start", "turn.cancel", "sync") and not await self._session_alive():
+        if (
+            payload["type"] in ("turn.start", "turn.cancel", "sync", "approval.decide")
+            and not await self._session_alive()
+        ):
             # Signed out (or the session expired) since this socket opened:
             # the page signs in again and comes back (README close codes).
             await self._close_for_limit(CLOSE_UNAUTHENTICATED)
@@ -284,6 +288,8 @@ class ChatConsumer(AsyncWebsocketConsumer):
             await self._turn_cancel(payload, ref)
         elif payload["type"] == "sync":
             await self._sync_frame(payload)
+        elif payload["type"] == "approval.decide":
+            await self._approval_decide(payload, ref)
         else:
             await self._error("unknown_type", _("Unknown event type: %(type)s") % {"type": payload["type"][:50]})
 
@@ -352,6 +358,38 @@ class ChatConsumer(AsyncWebsocketConsumer):
             return
         for frame in frames:
             await self._send_json(frame)
+
+    async def _approval_decide(self, payload: dict, ref: str | None) -> None:
+        """{"type": "approval.decide", "approval_id": "...", "decision":
+        "approve" | "always_allow" | "deny"}: the answer to an
+        `approval.requested` of this conversation (chat.approvals). The
+        outcome arrives as the turn's `approval.decided` event."""
+        from chat.approvals import DECISIONS, ApprovalError
+
+        approval_id, decision = payload.get("approval_id"), payload.get("decision")
+        if not _is_uuid(approval_id) or decision not in DECISIONS:
+            await self._error(
+                "bad_event",
+                _("'approval_id' must be a request's id and 'decision' approve, always_allow or deny."),
+                ref=ref,
+            )
+            return
+        try:
+            await self._decide(approval_id, decision)
+        except ApprovalError as refused:
+            await self._error("approval_refused", str(refused), ref=ref)
+
+    @off_loop
+    def _decide(self, approval_id: str, decision: str) -> None:
+        from chat.approvals import tool_approval_decide
+
+        with translation.override(self.language):
+            tool_approval_decide(
+                approval_id=approval_id,
+                decision=decision,
+                actor=self.scope["user"],
+                conversation_id=self.conversation.pk,
+            )
 
     async def conversation_deleted(self, message: dict) -> None:
         """The owner deleted the conversation (chat.services.conversation_delete):
@@ -479,6 +517,16 @@ def _is_valid_unicode(value) -> bool:
             pending.extend(item.values())
         elif isinstance(item, list):
             pending.extend(item)
+    return True
+
+
+def _is_uuid(value) -> bool:
+    if not isinstance(value, str) or len(value) > 40:
+        return False
+    try:
+        uuid.UUID(value)
+    except ValueError:
+        return False
     return True
 
 

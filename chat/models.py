@@ -12,7 +12,7 @@ from django.conf import settings
 from django.db import models
 from django.utils.translation import gettext_lazy as _
 
-from governance.models import LlmModel, Tier
+from governance.models import Connector, ConnectorTool, LlmModel, Tier
 
 
 class ConversationQuerySet(models.QuerySet):
@@ -79,6 +79,10 @@ class TurnStatus(models.TextChoices):
     # The owner pressed Stop: the worker stopped before its next model or
     # tool call; what already ran stays, audited.
     CANCELLED = "cancelled", _("Cancelled")
+    # A connector call waits for the user's approval: the loop's state is
+    # stored on the turn and no worker holds it; the decision (or the expiry
+    # job) queues it again and a new task continues from that state.
+    WAITING_APPROVAL = "waiting_approval", _("Waiting for approval")
 
 
 class Turn(models.Model):
@@ -106,6 +110,13 @@ class Turn(models.Model):
     # every model and tool call (the database, not Redis, carries the request,
     # so it reaches whichever worker runs the turn).
     cancel_requested_at = models.DateTimeField(_("stop requested"), null=True, blank=True)
+    # When the turn was last handed to the queue (None: at creation). A turn
+    # queued again after an approval counts its queue wait from here.
+    queued_at = models.DateTimeField(_("queued"), null=True, blank=True)
+    # While waiting for an approval: the agent loop's state (this turn's
+    # messages so far, the tool calls not yet run, model calls made), from
+    # which the resuming task continues without re-running anything.
+    loop_state = models.JSONField(_("loop state"), null=True, blank=True)
 
     class Meta:
         verbose_name = _("turn")
@@ -211,3 +222,105 @@ class UrlReference(models.Model):
             models.UniqueConstraint(fields=["conversation", "number"], name="uniq_url_reference_number"),
             models.UniqueConstraint(fields=["conversation", "digest"], name="uniq_url_reference_digest"),
         ]
+
+
+class ApprovalStatus(models.TextChoices):
+    PENDING = "pending", _("Waiting for the user")
+    APPROVED = "approved", _("Approved")
+    ALWAYS_ALLOWED = "always_allowed", _("Always allowed")
+    DENIED = "denied", _("Denied")
+    EXPIRED = "expired", _("Expired")
+
+
+class ToolApproval(models.Model):
+    """One connector call that waited for its user's approval (chat.approvals).
+
+    The arguments are kept as the user may see them (personal data as this
+    conversation's tokens) and by a digest of the call as the model wrote it:
+    the digest recognises the same call again (a repeated denial blocks it),
+    the masked copy is what the approval request shows. Deleted with the
+    conversation; the decisions themselves are audit events (without arguments)."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="tool_approvals")
+    turn = models.ForeignKey(Turn, on_delete=models.CASCADE, related_name="tool_approvals")
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="tool_approvals", verbose_name=_("user")
+    )
+    tool_call_id = models.CharField(max_length=100, blank=True)
+    connector = models.ForeignKey(
+        Connector, on_delete=models.SET_NULL, null=True, related_name="+", verbose_name=_("connector")
+    )
+    connector_name = models.CharField(_("connector"), max_length=30)
+    connector_tool = models.ForeignKey(
+        ConnectorTool, on_delete=models.SET_NULL, null=True, related_name="+", verbose_name=_("connector tool")
+    )
+    # The name the model called (`<connector>__<tool>`).
+    tool_name = models.CharField(_("tool"), max_length=100)
+    arguments = models.JSONField(_("arguments (masked)"), default=dict)
+    arguments_digest = models.CharField(max_length=64)
+    # The tool's pinned definition when the user was asked: an "always allow"
+    # given here holds for this definition only.
+    definition_hash = models.CharField(max_length=64, blank=True)
+    status = models.CharField(
+        _("status"), max_length=20, choices=ApprovalStatus.choices, default=ApprovalStatus.PENDING
+    )
+    created_at = models.DateTimeField(_("requested"), auto_now_add=True)
+    expires_at = models.DateTimeField(_("expires"))
+    decided_at = models.DateTimeField(_("decided"), null=True, blank=True)
+    # Set when the resumed call took the decision: a decision answers one call.
+    used_at = models.DateTimeField(_("used"), null=True, blank=True)
+
+    class Meta:
+        verbose_name = _("tool approval")
+        verbose_name_plural = _("tool approvals")
+        ordering = ["-created_at"]
+        indexes = [
+            # Denials of the same call in a conversation (auto-block).
+            models.Index(
+                fields=["conversation", "tool_name", "arguments_digest", "status"], name="chat_appr_same_call"
+            ),
+            # The expiry job's scan.
+            models.Index(fields=["expires_at"], name="chat_appr_pending_exp", condition=models.Q(status="pending")),
+        ]
+
+
+class AlwaysAllow(models.Model):
+    """A user's standing "always allow" for one connector tool: later calls of
+    that tool by that user run without asking (each one an `auto-approved`
+    event). Bound to the tool's definition as it was approved: once an admin
+    approves a changed definition, the user is asked again. Revoked, never
+    deleted, by the user (their page) or an admin (the admin)."""
+
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="always_allows", verbose_name=_("user")
+    )
+    connector_tool = models.ForeignKey(
+        ConnectorTool, on_delete=models.CASCADE, related_name="always_allows", verbose_name=_("connector tool")
+    )
+    definition_hash = models.CharField(_("definition hash"), max_length=64)
+    created_at = models.DateTimeField(_("allowed since"), auto_now_add=True)
+    revoked_at = models.DateTimeField(_("revoked"), null=True, blank=True)
+    revoked_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="+",
+        verbose_name=_("revoked by"),
+    )
+
+    class Meta:
+        verbose_name = _("always-allowed tool")
+        verbose_name_plural = _("always-allowed tools")
+        ordering = ["-created_at"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["user", "connector_tool"],
+                condition=models.Q(revoked_at__isnull=True),
+                name="uniq_active_always_allow",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.user} · {self.connector_tool}"

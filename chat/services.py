@@ -22,16 +22,26 @@ from datetime import timedelta
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import DatabaseError, connection, transaction
-from django.db.models import Max, Q
+from django.db.models import Max, Q, Value
+from django.db.models.functions import Coalesce
 from django.utils import timezone, translation
 from django.utils.translation import gettext as _
 
 from accounts.language import language_for
 from audit.services import AuditWriteError
 from chat import events
-from chat.agent import TurnAbandoned, TurnCancelled, run_agent_loop
+from chat.agent import LoopState, TurnAbandoned, TurnCancelled, TurnSuspended, run_agent_loop
+from chat.approvals import (
+    APPROVAL_REQUESTED,
+    requested_payload,
+    resuming,
+    tool_approval_create,
+    tool_approvals_expire,
+    tool_approvals_withdraw,
+)
 from chat.context import TurnContext
 from chat.executor import execute_tool_call, tool_definitions
+from chat.executor.tools.connectors import connector_turn
 from chat.llm import ModelError, client_for
 from chat.models import Conversation, Message, MessageRole, Turn, TurnEvent, TurnStatus
 from chat.prompt import mention_note, mentioned_targets, turn_inputs
@@ -39,7 +49,7 @@ from governance.models import Feature, FeatureDefault, LlmModel, Tier
 
 logger = logging.getLogger(__name__)
 
-ACTIVE_STATUSES = (TurnStatus.QUEUED, TurnStatus.RUNNING)
+ACTIVE_STATUSES = (TurnStatus.QUEUED, TurnStatus.RUNNING, TurnStatus.WAITING_APPROVAL)
 
 
 class TurnRefused(Exception):
@@ -143,6 +153,11 @@ def turn_start(*, conversation: Conversation, user: AbstractBaseUser, text: str,
     # A turn whose worker died must not block the conversation until the
     # next recovery round (or forever, in the embedded profile without beat).
     turns_recover(conversation_id=conversation.pk, requeue=False)
+    # Likewise an approval request left unanswered past its expiry (the
+    # embedded profile runs no beat): its turn goes on.
+    tool_approvals_expire(conversation_id=conversation.pk)
+    if Turn.objects.filter(conversation=conversation, status=TurnStatus.WAITING_APPROVAL).exists():
+        raise TurnRefused(_("A tool call in this conversation is waiting for your approval; answer it first."))
     if Turn.objects.filter(conversation=conversation, status__in=ACTIVE_STATUSES).exists():
         raise TurnRefused(_("A turn is already running in this conversation."))
     # The language the whole turn runs in: the user's choice, else what the
@@ -187,6 +202,28 @@ def turn_cancel(*, conversation: Conversation, actor: AbstractBaseUser, turn_id:
             return "cancelled"
     if Turn.objects.filter(pk=turn.pk, status=TurnStatus.RUNNING).update(cancel_requested_at=now):
         return "requested"
+    with transaction.atomic():
+        # Waiting for an approval, the turn holds no worker to notice: it ends
+        # here, its pending call denied by the Stop (an `approval_denied` event).
+        waiting = Turn.objects.select_for_update().filter(pk=turn.pk, status=TurnStatus.WAITING_APPROVAL).first()
+        if waiting is not None:
+            tool_approvals_withdraw(turn=waiting, actor=actor)
+            for entry in (waiting.loop_state or {}).get("new") or []:
+                Message.objects.create(
+                    conversation=conversation,
+                    turn=waiting,
+                    role=entry["role"],
+                    content=entry.get("content") or "",
+                    tool_calls=entry.get("tool_calls", []),
+                    tool_call_id=entry.get("tool_call_id", ""),
+                )
+            Turn.objects.filter(pk=turn.pk).update(
+                status=TurnStatus.CANCELLED, cancel_requested_at=now, finished_at=now, loop_state=None
+            )
+            stored = [_emitter_for(turn).record(events.TURN_FINISHED, {"status": TurnStatus.CANCELLED})]
+            group = conversation.group_name
+            transaction.on_commit(lambda: [events.publish(group, frame) for frame in stored])
+            return "cancelled"
     # It finished between the read and the update: nothing left to stop.
     raise TurnCancelRefused(_("No turn is running in this conversation."))
 
@@ -279,7 +316,7 @@ def _finish(
     with transaction.atomic():
         now = timezone.now()
         if not Turn.objects.filter(pk=turn.pk, status=TurnStatus.RUNNING).update(
-            status=status, error=error, finished_at=now
+            status=status, error=error, finished_at=now, loop_state=None
         ):
             logger.warning("turn %s was finished elsewhere (recovery); dropping its %s result", turn.pk, status)
             return False
@@ -383,7 +420,10 @@ def turn_claim(*, turn_id: int) -> bool:
     now = timezone.now()
     return bool(
         Turn.objects.filter(pk=turn_id, status=TurnStatus.QUEUED).update(
-            status=TurnStatus.RUNNING, started_at=now, heartbeat_at=now
+            # A turn resumed after an approval keeps its first start.
+            status=TurnStatus.RUNNING,
+            started_at=Coalesce("started_at", Value(now)),
+            heartbeat_at=now,
         )
     )
 
@@ -400,7 +440,10 @@ def turn_run(*, turn_id: int) -> None:
             _reject(turn, _emitter_for(turn), _("This conversation was deleted."))
             return
         try:
-            _run(turn)
+            if turn.loop_state is not None:
+                _resume(turn)
+            else:
+                _run(turn)
         finally:
             # Deleted while this turn ran: what the turn put in the vault goes too.
             if Conversation.objects.filter(pk=turn.conversation_id, deleted_at__isnull=False).exists():
@@ -472,6 +515,61 @@ def _run(turn: Turn) -> None:
             "offline_demo": model.provider.kind == "offline-demo",
         },
     )
+    _converse(turn, emit, ctx, model)
+
+
+def _resume(turn: Turn) -> None:
+    """A turn queued again after its approval was decided (or expired): the
+    same model, tier and user as when it stopped, the loop continued from its
+    stored state (nothing that ran is run again)."""
+    emit = _emitter_for(turn)
+    conversation = turn.conversation
+    try:
+        state = LoopState.from_json(turn.loop_state)
+        model = (
+            LlmModel.objects.select_related("provider")
+            .filter(provider__name=turn.provider_name, name=turn.model_name)
+            .first()
+        )
+    except Exception:
+        logger.exception("turn %s: its stored state cannot be resumed", turn.pk)
+        _fail(turn, emit, _("The turn could not be resumed."))
+        return
+    if model is None or not model.usable or model.provider.tier != turn.tier:
+        _fail(turn, emit, _("The model of this turn is no longer available."))
+        return
+    ctx = TurnContext(
+        user_id=conversation.owner_id,
+        username=conversation.owner.get_username(),
+        tier=turn.tier,
+        model_name=model.name,
+        provider_name=model.provider.name,
+        conversation_id=conversation.pk,
+        turn_id=turn.pk,
+    )
+    loop_state = turn.loop_state
+    _converse(
+        turn,
+        emit,
+        ctx,
+        model,
+        resume=state,
+        loaded=loop_state.get("loaded") or [],
+        approval_id=loop_state.get("approval_id"),
+    )
+
+
+def _converse(
+    turn: Turn,
+    emit: events.TurnEmitter,
+    ctx: TurnContext,
+    model: LlmModel,
+    *,
+    resume: LoopState | None = None,
+    loaded: list[str] = (),
+    approval_id: str | None = None,
+) -> None:
+    conversation = turn.conversation
 
     # 3. Everything the model sees is built from the visible resources only.
     inputs = turn_inputs(user_id=ctx.user_id, tier=ctx.tier, ctx=ctx)
@@ -490,27 +588,37 @@ def _run(turn: Turn) -> None:
         )
         if settings.OWLAI_MODEL_WAIT_RELEASES_DB:
             client = _ReleasingDbClient(client)
-        result = run_agent_loop(
-            ctx=ctx,
-            client=client,
-            messages=messages,
-            # Asked again before every model call: e.g. read_spill is offered
-            # once a result of this turn was spilled.
-            tools=lambda: tool_definitions(ctx, resources),
-            execute=execute_tool_call,
-            emit=emit,
-            max_steps=settings.OWLAI_AGENT_MAX_STEPS,
-            # Stop before the next model or tool call when the owner deleted
-            # the conversation, or the recovery job already failed this turn.
-            still_wanted=lambda: (
-                Turn.objects.filter(
-                    pk=turn.pk, status=TurnStatus.RUNNING, conversation__deleted_at__isnull=True
-                ).exists()
-                and not emit.lost
-            ),
-            # The owner pressed Stop (turn_cancel).
-            cancel_requested=lambda: Turn.objects.filter(pk=turn.pk, cancel_requested_at__isnull=False).exists(),
-        )
+        # The turn's connector sessions (one per connector, reused by its
+        # calls) close when this block ends: finished, failed or waiting.
+        with connector_turn(loaded=loaded) as connectors, resuming(approval_id):
+            try:
+                result = run_agent_loop(
+                    ctx=ctx,
+                    client=client,
+                    messages=messages,
+                    # Asked again before every model call: e.g. read_spill is offered
+                    # once a result of this turn was spilled, connector tools once loaded.
+                    tools=lambda: tool_definitions(ctx, resources),
+                    execute=execute_tool_call,
+                    emit=emit,
+                    max_steps=settings.OWLAI_AGENT_MAX_STEPS,
+                    # Stop before the next model or tool call when the owner deleted
+                    # the conversation, or the recovery job already failed this turn.
+                    still_wanted=lambda: (
+                        Turn.objects.filter(
+                            pk=turn.pk, status=TurnStatus.RUNNING, conversation__deleted_at__isnull=True
+                        ).exists()
+                        and not emit.lost
+                    ),
+                    # The owner pressed Stop (turn_cancel).
+                    cancel_requested=lambda: Turn.objects.filter(
+                        pk=turn.pk, cancel_requested_at__isnull=False
+                    ).exists(),
+                    resume=resume,
+                )
+            except TurnSuspended as suspended:
+                _suspend(turn, emit, suspended, loaded=sorted(connectors.loaded))
+                return
     except TurnCancelled as cancelled:
         _finish(turn, emit, TurnStatus.CANCELLED, messages=cancelled.new_messages)
         return
@@ -538,6 +646,28 @@ def _run(turn: Turn) -> None:
         frames.append((events.MESSAGE_COMPLETED, {"text": final_text}))
         result.new_messages.append({"role": "assistant", "content": final_text})
     _finish(turn, emit, TurnStatus.COMPLETED, frames=frames, messages=result.new_messages)
+
+
+def _suspend(turn: Turn, emit: events.TurnEmitter, suspended: TurnSuspended, *, loaded: list[str]) -> bool:
+    """The turn waits for an approval, holding no worker: the pending request,
+    the loop's state and the `approval.requested` event in one transaction,
+    conditional on the turn still running (as _finish). The task then ends;
+    the decision or the expiry job queues the turn again."""
+    emit.flush()
+    state = suspended.state
+    with transaction.atomic():
+        approval = tool_approval_create(turn=turn, request=suspended.request, tool_call_id=state.pending[0]["id"])
+        stored = {**state.as_json(), "loaded": loaded, "approval_id": str(approval.pk)}
+        if not Turn.objects.filter(pk=turn.pk, status=TurnStatus.RUNNING).update(
+            status=TurnStatus.WAITING_APPROVAL, loop_state=stored
+        ):
+            transaction.set_rollback(True)
+            logger.warning("turn %s was finished elsewhere (recovery); not waiting for its approval", turn.pk)
+            return False
+        frame = emit.record(APPROVAL_REQUESTED, requested_payload(approval))
+    turn.status = TurnStatus.WAITING_APPROVAL
+    events.publish(emit.group, frame)
+    return True
 
 
 class _ReleasingDbClient:
@@ -604,10 +734,8 @@ def turns_recover(*, conversation_id=None, requeue: bool = True) -> RecoveryRepo
     if not requeue:
         # Where nothing re-enqueues (turn_start), a queued turn gets the same
         # total wait before it is failed.
-        unclaimed_twice |= Q(
-            status=TurnStatus.QUEUED,
-            requeued_at__isnull=True,
-            created_at__lt=queue_deadline - timedelta(seconds=settings.OWLAI_TURN_QUEUE_SECONDS),
+        unclaimed_twice |= Q(status=TurnStatus.QUEUED, requeued_at__isnull=True) & _queued_before(
+            queue_deadline - timedelta(seconds=settings.OWLAI_TURN_QUEUE_SECONDS)
         )
     for turn_id in turns.filter(stale).values_list("pk", flat=True):
         if _turn_fail_abandoned(
@@ -626,13 +754,19 @@ def turns_recover(*, conversation_id=None, requeue: bool = True) -> RecoveryRepo
         ):
             report.failed_queued += 1
     if requeue:
-        unclaimed = Q(status=TurnStatus.QUEUED, requeued_at__isnull=True, created_at__lt=queue_deadline)
+        unclaimed = Q(status=TurnStatus.QUEUED, requeued_at__isnull=True) & _queued_before(queue_deadline)
         for turn_id in turns.filter(unclaimed).values_list("pk", flat=True):
             if _turn_requeue(turn_id=turn_id, condition=unclaimed):
                 report.requeued += 1
     if report.failed_running or report.failed_queued or report.requeued:
         logger.warning("turn recovery: %s", report)
     return report
+
+
+def _queued_before(moment) -> Q:
+    """Handed to the queue before `moment`: when created, or when queued
+    again after an approval (`queued_at`)."""
+    return Q(queued_at__lt=moment) | Q(queued_at__isnull=True, created_at__lt=moment)
 
 
 def _turn_requeue(*, turn_id: int, condition: Q) -> bool:

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from chat import reference_views, views
+from chat import approval_views, reference_views, views
 
 app_name = "chat"
 
@@ -21,5 +21,15 @@ urlpatterns = [
     ),
     path(
         "api/conversations/<uuid:conversation_id>/messages/", views.conversation_messages, name="conversation-messages"
+    ),
+    # Approvals of connector calls (chat.approvals).
+    path("api/approvals/<uuid:approval_id>/", approval_views.approval_decide, name="approval-decide"),
+    path("api/always-allowed/", approval_views.always_allowed, name="always-allowed"),
+    path("api/always-allowed/<int:grant_id>/", approval_views.always_allowed_revoke, name="always-allowed-revoke"),
+    path("always-allowed/", approval_views.always_allowed_page, name="always-allowed-page"),
+    path(
+        "always-allowed/<int:grant_id>/revoke/",
+        approval_views.always_allowed_page_revoke,
+        name="always-allowed-page-revoke",
     ),
 ]

@@ -21,7 +21,7 @@ import json
 import logging
 from dataclasses import dataclass, field
 from functools import cache
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from django.conf import settings
 from django.db import connection as db
@@ -224,6 +224,9 @@ class ConnectorToolView:
     input_schema: dict  # for the model: structure only
     policy: str
     definition_hash: str  # the pinned hash; the call checks the server still has it
+    # The connector as read with the decision (how to reach it), when the
+    # decision read it: the executor's call needs no second query.
+    connector: Any = field(default=None, compare=False, repr=False)
 
     def schema(self) -> dict:
         """The OpenAI-compatible function schema."""
@@ -241,7 +244,7 @@ def _offered(tool: ConnectorTool) -> bool:
     )
 
 
-def _view(connector: Connector, tool: ConnectorTool) -> ConnectorToolView:
+def _view(connector: Connector, tool: ConnectorTool, *, with_connector: bool = False) -> ConnectorToolView:
     return ConnectorToolView(
         model_name=model_tool_name(connector.name, tool.slug),
         connector_id=connector.pk,
@@ -252,6 +255,7 @@ def _view(connector: Connector, tool: ConnectorTool) -> ConnectorToolView:
         input_schema=schema_for_model(tool.input_schema),
         policy=tool.policy,
         definition_hash=tool.definition_hash,
+        connector=connector if with_connector else None,
     )
 
 
@@ -281,15 +285,20 @@ class ConnectorToolDecision(NamedTuple):
 
 def connector_tool_decision(*, user_id: int, tier: str, model_name: str) -> ConnectorToolDecision:
     """The executor's re-check of one call by its model-facing name. Exceptions
-    propagate: the executor refuses on them."""
+    propagate: the executor refuses on them. One round trip (it runs on every
+    connector call): the tool, its connector and whether a role of the user
+    allows it."""
     connector_name, separator, slug = (model_name or "").partition(SEPARATOR)
     if not separator or not connector_name or not slug:
         return ConnectorToolDecision(None, "unknown tool")
-    tool = ConnectorTool.objects.select_related("connector").filter(connector__name=connector_name, slug=slug).first()
-    if tool is None:
+    rows = prepared.fetchall(_tool_decision_sql(), [user_id, connector_name, slug])
+    if not rows:
         return ConnectorToolDecision(None, "unknown tool")
-    connector = tool.connector
-    if connector.pk not in _granted_connector_ids(user_id):
+    granted, *values = rows[0]
+    tool_values, connector_values = values[: len(_TOOL_COLUMNS)], values[len(_TOOL_COLUMNS) :]
+    connector = Connector(**_loaded(Connector, dict(zip(_CONNECTOR_COLUMNS, connector_values, strict=True))))
+    tool = ConnectorTool(**_loaded(ConnectorTool, dict(zip(_TOOL_COLUMNS, tool_values, strict=True))))
+    if not granted:
         return ConnectorToolDecision(None, "connector not allowed for the user's roles")
     if decide(tier=tier, exposure=connector.exposure, granted=True) is not Sight.ACCESSIBLE:
         return ConnectorToolDecision(None, "connector hidden from this tier")
@@ -301,7 +310,43 @@ def connector_tool_decision(*, user_id: int, tier: str, model_name: str) -> Conn
         return ConnectorToolDecision(None, "tool blocked by policy")
     if not _offered(tool):
         return ConnectorToolDecision(None, "tool not offered")
-    return ConnectorToolDecision(_view(connector, tool), "")
+    return ConnectorToolDecision(_view(connector, tool, with_connector=True), "")
+
+
+# What the decision reads of a tool and of its connector (all a call needs).
+_TOOL_COLUMNS = ("id", "connector_id", "name", "slug", "description", "input_schema", "definition_hash",
+                 "pending_hash", "state", "policy")  # fmt: skip
+_CONNECTOR_COLUMNS = ("id", "name", "transport", "url", "command", "secret_headers", "timeout_seconds", "exposure")
+
+
+@cache
+def _tool_decision_sql() -> str:
+    """Raw SQL, prepared on PostgreSQL: the ORM spent longer compiling such a
+    join than the database spent running it (as for db_access)."""
+    tool_columns = ", ".join(f"t.{ConnectorTool._meta.get_field(name).column}" for name in _TOOL_COLUMNS)
+    connector_columns = ", ".join(f"c.{Connector._meta.get_field(name).column}" for name in _CONNECTOR_COLUMNS)
+    role_connectors = Role.connectors.through._meta.db_table
+    role_users = Role.users.through._meta.db_table
+    granted = (
+        f"EXISTS (SELECT 1 FROM {role_connectors} rc JOIN {role_users} ru ON ru.role_id = rc.role_id"
+        " WHERE rc.connector_id = c.id AND ru.user_id = %s)"
+    )
+    return (
+        f"SELECT {granted}, {tool_columns}, {connector_columns}"
+        f" FROM {ConnectorTool._meta.db_table} t JOIN {Connector._meta.db_table} c ON c.id = t.connector_id"
+        " WHERE c.name = %s AND t.slug = %s"
+    )
+
+
+def _loaded(model, values: dict) -> dict:
+    """Raw values as the model's fields hold them: JSON columns come back as
+    text from a raw cursor (SQLite, and PostgreSQL under Django's loader)."""
+    out = {}
+    for name, value in values.items():
+        if model._meta.get_field(name).get_internal_type() == "JSONField" and isinstance(value, str | bytes):
+            value = json.loads(value)
+        out[name] = value
+    return out
 
 
 @dataclass(frozen=True)

@@ -250,6 +250,12 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": OWLAI_CONNECTOR_SYNC_SECONDS,
         "options": {"expires": OWLAI_CONNECTOR_SYNC_SECONDS},
     },
+    # Approval requests nobody answered expire; their turns resume (chat.approvals).
+    "approval-expiry": {
+        "task": "chat.expire_approvals",
+        "schedule": env.float("OWLAI_APPROVAL_SWEEP_SECONDS", default=10.0),
+        "options": {"expires": env.float("OWLAI_APPROVAL_SWEEP_SECONDS", default=10.0)},
+    },
 }
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_IGNORE_RESULT = True
@@ -352,6 +358,19 @@ OWLAI_CONNECTOR_CONNECT_SECONDS = env.float("OWLAI_CONNECTOR_CONNECT_SECONDS", d
 OWLAI_CONNECTOR_TOOL_SEARCH_THRESHOLD = env.int("OWLAI_CONNECTOR_TOOL_SEARCH_THRESHOLD", default=20)
 if OWLAI_CONNECTOR_CONNECT_SECONDS <= 0 or OWLAI_CONNECTOR_TOOL_SEARCH_THRESHOLD < 0:
     raise ImproperlyConfigured("OWLAI_CONNECTOR_CONNECT_SECONDS must be positive, the search threshold not negative")
+# A connector call's arguments (JSON) longer than this are refused before
+# anything is sent (the model's general cap, OWLAI_TOOL_ARGUMENT_MAX_CHARS, is larger).
+OWLAI_CONNECTOR_ARGUMENT_MAX_CHARS = env.int("OWLAI_CONNECTOR_ARGUMENT_MAX_CHARS", default=20_000)
+# Approvals (chat.approvals): how long a request waits for the user before it
+# expires (the call is then refused and the turn goes on), and how many denials
+# of the same call (tool and arguments) in a conversation block it without asking.
+OWLAI_APPROVAL_SECONDS = env.float("OWLAI_APPROVAL_SECONDS", default=300.0)
+OWLAI_APPROVAL_AUTO_BLOCK_DENIALS = env.int("OWLAI_APPROVAL_AUTO_BLOCK_DENIALS", default=2)
+if OWLAI_CONNECTOR_ARGUMENT_MAX_CHARS <= 0 or OWLAI_APPROVAL_SECONDS <= 0 or OWLAI_APPROVAL_AUTO_BLOCK_DENIALS < 1:
+    raise ImproperlyConfigured(
+        "OWLAI_CONNECTOR_ARGUMENT_MAX_CHARS and OWLAI_APPROVAL_SECONDS must be positive, "
+        "OWLAI_APPROVAL_AUTO_BLOCK_DENIALS at least 1"
+    )
 
 # --- Audit write path ------------------------------------------------------------
 # An audit write that cannot take its lock, or does not finish, within these

@@ -1,7 +1,9 @@
 """Every registered tool passes every stage of the executor's pipeline, in
 order; a refused call stops before anything runs and leaves one denied row;
 whatever a tool's run returns is shaped before the model sees it. The test
-walks the registry: a new tool without an example here fails it."""
+walks the registry, the connector tool source included (its tools against
+the real people MCP server on loopback): a new tool without an example here
+fails it."""
 
 from __future__ import annotations
 
@@ -10,10 +12,14 @@ import json
 import pytest
 
 from audit.models import ToolCallAudit
+from chat.context import TurnContext
 from chat.executor import REGISTRY, STAGES, Output, Stage, traced
-from chat.executor.policy import ApprovalSuspends, Decision, set_approval_gate
+from chat.executor.policy import ApprovalSuspends, Decision, approval_gate, set_approval_gate
 from chat.executor.reasons import Reason
 from chat.executor.registry import IncompleteTool, Registry
+from chat.executor.tools.connectors import ConnectorCall
+from tests.support.connector_world import ALL_MODELS, add_connector
+from tests.support.mcp_servers import http_server
 from tests.support.tool_world import tool_world
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("english")]
@@ -21,8 +27,21 @@ pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("english")]
 PHONE = "010-7777-8888"
 SECRET_URL = "https://user:hunter2@files.example.com/report.pdf"
 
+
+def search_offered(world, arguments, *, offered: bool = True):
+    """The tool search is offered (and callable) past the threshold only."""
+    world.settings.OWLAI_CONNECTOR_TOOL_SEARCH_THRESHOLD = 0 if offered else 1000
+    return arguments
+
+
+# One tool stands for every tool of the connector source (ConnectorCall):
+# `desk` is a connector the staff role allows, `secret` one it does not.
+CONNECTOR_EXAMPLE = "desk__customer_note"
+
 # For each tool: (an allowed call, a call its own checks refuse, a call whose
-# target does not exist or may not be seen), as functions of the world.
+# target does not exist or may not be seen), as functions of the world. A
+# function may return (another tool name, arguments): a connector tool's
+# name is its target.
 EXAMPLES = {
     "run_sql": (
         lambda w: {"connection": "sales", "sql": "SELECT city, count(*) FROM customers GROUP BY city"},
@@ -39,17 +58,68 @@ EXAMPLES = {
         lambda w: {"file": w.spill()["spilled"]["file"], "offset": -1},
         lambda w: {"file": "../../../etc/passwd"},
     ),
+    CONNECTOR_EXAMPLE: (
+        lambda w: {"name": "김민지"},
+        lambda w: {"name": 5},
+        lambda w: ("secret__customer_note", {"name": "김민지"}),
+    ),
+    "search_connector_tools": (
+        lambda w: search_offered(w, {"query": "customer"}),
+        lambda w: search_offered(w, {"query": "   "}),
+        lambda w: search_offered(w, {"query": "customer"}, offered=False),
+    ),
 }
 TOOLS = sorted(EXAMPLES)
+# What the audit row says of the hidden example (default: the tool's words).
+HIDDEN_AUDIT_REASON = {CONNECTOR_EXAMPLE: "connector not allowed for the user's roles"}
+
+
+@pytest.fixture(scope="module")
+def people_http():
+    with http_server("people") as server:
+        yield server
 
 
 @pytest.fixture
-def world(personas, settings, tmp_path):
-    return tool_world(personas, settings, tmp_path)
+def world(personas, settings, tmp_path, people_http):
+    w = tool_world(personas, settings, tmp_path)
+    add_connector("desk", url=people_http.url, roles=[personas.role], exposure=ALL_MODELS)
+    add_connector("secret", url=people_http.url, exposure=ALL_MODELS)
+    return w
+
+
+@pytest.fixture(autouse=True)
+def keep_the_approval_gate():
+    gate = approval_gate()
+    yield
+    set_approval_gate(gate)
+
+
+_ANY_TURN = TurnContext(
+    user_id=0, username="", tier="private", model_name="m", provider_name="p", conversation_id=None, turn_id=None
+)
 
 
 def tool(name):
-    return next(t for t in REGISTRY.tools() if t.name == name)
+    found = REGISTRY.find(_ANY_TURN, name)
+    assert found is not None, name
+    return found
+
+
+def patch(monkeypatch, name, part, value):
+    """Replace a part of a tool. A source hands out a new object per call
+    (connector tools): their class is patched, methods as plain functions."""
+    found = tool(name)
+    if isinstance(found, ConnectorCall):
+        monkeypatch.setattr(ConnectorCall, part, staticmethod(value) if callable(value) else value)
+    else:
+        monkeypatch.setattr(found, part, value)
+
+
+def example(world, name, index):
+    """(the tool name to call, its arguments) of one example."""
+    made = EXAMPLES[name][index](world)
+    return made if isinstance(made, tuple) else (name, made)
 
 
 def stages_of(seen, name) -> list[Stage]:
@@ -60,14 +130,18 @@ def rows_of(world, name) -> list[ToolCallAudit]:
     return list(ToolCallAudit.objects.filter(conversation_id=world.conversation.pk, tool=name).order_by("id"))
 
 
-def test_every_registered_tool_has_examples_here():
+def test_every_registered_tool_has_examples_here(world):
     assert [t.name for t in REGISTRY.tools()] == ["run_sql", "search_documents", "read_spill"]
-    assert {t.name for t in REGISTRY.tools()} == set(EXAMPLES)
+    every = REGISTRY.tools(world.context())
+    connector_tools = {t.name for t in every if isinstance(t, ConnectorCall)}
+    assert CONNECTOR_EXAMPLE in connector_tools and "desk__find_customer" in connector_tools
+    assert not [name for name in connector_tools if name.startswith("secret__")]  # not allowed: not handed out
+    assert {t.name for t in every if not isinstance(t, ConnectorCall)} | {CONNECTOR_EXAMPLE} == set(EXAMPLES)
 
 
 @pytest.mark.parametrize("name", TOOLS)
 def test_an_allowed_call_passes_every_stage_in_order(world, name):
-    arguments = EXAMPLES[name][0](world)
+    name, arguments = example(world, name, 0)
     with traced() as seen:
         payload, outcome = world.call(name, arguments)
     assert outcome == "success", payload
@@ -80,9 +154,9 @@ def test_an_allowed_call_passes_every_stage_in_order(world, name):
 
 @pytest.mark.parametrize("name", TOOLS)
 def test_a_call_refused_by_its_checks_stops_before_the_attempt(world, name, monkeypatch):
-    arguments = EXAMPLES[name][1](world)
+    name, arguments = example(world, name, 1)
     ran = []
-    monkeypatch.setattr(tool(name), "run", lambda call: ran.append(call))
+    patch(monkeypatch, name, "run", lambda call: ran.append(call))
     with traced() as seen:
         payload, outcome = world.call(name, arguments)
     assert outcome == "denied" and payload["error"].startswith("refused:")
@@ -93,15 +167,16 @@ def test_a_call_refused_by_its_checks_stops_before_the_attempt(world, name, monk
 
 @pytest.mark.parametrize("name", TOOLS)
 def test_a_hidden_or_missing_target_is_refused_at_visibility(world, name, monkeypatch):
-    arguments = EXAMPLES[name][2](world)
-    monkeypatch.setattr(tool(name), "run", lambda call: pytest.fail("ran"))
+    called, arguments = example(world, name, 2)
+    patch(monkeypatch, name, "run", lambda call: pytest.fail("ran"))
     with traced() as seen:
-        payload, outcome = world.call(name, arguments)
+        payload, outcome = world.call(called, arguments)
     assert outcome == "denied"
-    assert stages_of(seen, name) == [Stage.VISIBILITY]
+    assert stages_of(seen, called) == [Stage.VISIBILITY]
     assert payload["error"] == f"refused: {tool(name).unavailable.for_model()}"
-    (row,) = rows_of(world, name)
+    (row,) = rows_of(world, called)
     assert row.outcome == "denied" and row.resource_id is None
+    assert row.reason == HIDDEN_AUDIT_REASON.get(name, tool(name).unavailable.msgid)
 
 
 class _Deny:
@@ -116,9 +191,9 @@ class _NeedsApproval:
 
 @pytest.mark.parametrize("name", TOOLS)
 def test_the_policy_stage_refuses_before_the_checks(world, name, monkeypatch):
-    arguments = EXAMPLES[name][0](world)
-    monkeypatch.setattr(tool(name), "policy", _Deny())
-    monkeypatch.setattr(tool(name), "check", lambda call: pytest.fail("checked"))
+    name, arguments = example(world, name, 0)
+    patch(monkeypatch, name, "policy", _Deny())
+    patch(monkeypatch, name, "check", lambda call: pytest.fail("checked"))
     with traced() as seen:
         payload, outcome = world.call(name, arguments)
     assert outcome == "denied" and "blocked by the install's tool policy" in payload["error"]
@@ -128,9 +203,10 @@ def test_the_policy_stage_refuses_before_the_checks(world, name, monkeypatch):
 
 @pytest.mark.parametrize("name", TOOLS)
 def test_needs_approval_without_a_gate_is_denied_and_a_gate_may_suspend(world, name, monkeypatch):
-    arguments = EXAMPLES[name][0](world)
+    name, arguments = example(world, name, 0)
     before = len(rows_of(world, name))
-    monkeypatch.setattr(tool(name), "policy", _NeedsApproval())
+    patch(monkeypatch, name, "policy", _NeedsApproval())
+    set_approval_gate(None)  # the deny-all default (the chat app installs the real one)
     payload, outcome = world.call(name, arguments)
     assert outcome == "denied" and "approval" in payload["error"]
 
@@ -139,11 +215,8 @@ def test_needs_approval_without_a_gate_is_denied_and_a_gate_may_suspend(world, n
             raise ApprovalSuspends(call.tool.name)
 
     set_approval_gate(Suspend())
-    try:
-        with pytest.raises(ApprovalSuspends):
-            world.call(name, arguments)
-    finally:
-        set_approval_gate(None)
+    with pytest.raises(ApprovalSuspends):
+        world.call(name, arguments)
     # Denied once (a row); suspended: nothing ran and nothing was recorded yet.
     assert [r.outcome for r in rows_of(world, name)[before:]] == ["denied"]
 
@@ -152,20 +225,17 @@ def test_needs_approval_without_a_gate_is_denied_and_a_gate_may_suspend(world, n
             return Decision.allow()
 
     set_approval_gate(Approve())
-    try:
-        assert world.call(name, arguments)[1] == "success"
-    finally:
-        set_approval_gate(None)
+    assert world.call(name, arguments)[1] == "success"
 
 
 @pytest.mark.parametrize("name", TOOLS)
 def test_a_crash_in_a_check_refuses(world, name, monkeypatch):
-    arguments = EXAMPLES[name][0](world)
+    name, arguments = example(world, name, 0)
 
     def crash(call):
         raise RuntimeError("bug")
 
-    monkeypatch.setattr(tool(name), "check", crash)
+    patch(monkeypatch, name, "check", crash)
     payload, outcome = world.call(name, arguments)
     assert outcome == "denied"
     assert rows_of(world, name)[-1].reason == "internal error during checks"
@@ -175,8 +245,8 @@ def test_a_crash_in_a_check_refuses(world, name, monkeypatch):
 def test_no_attempt_row_means_nothing_runs(world, name, monkeypatch):
     from audit.services import AuditWriteError
 
-    arguments = EXAMPLES[name][0](world)
-    monkeypatch.setattr(tool(name), "run", lambda call: pytest.fail("ran without its attempt row"))
+    name, arguments = example(world, name, 0)
+    patch(monkeypatch, name, "run", lambda call: pytest.fail("ran without its attempt row"))
 
     def refuse(row):
         raise RuntimeError("audit table locked")
@@ -189,12 +259,12 @@ def test_no_attempt_row_means_nothing_runs(world, name, monkeypatch):
 
 @pytest.mark.parametrize("name", TOOLS)
 def test_a_crash_while_running_is_a_failed_outcome(world, name, monkeypatch):
-    arguments = EXAMPLES[name][0](world)
+    name, arguments = example(world, name, 0)
 
     def crash(call):
         raise RuntimeError(f"boom {PHONE}")
 
-    monkeypatch.setattr(tool(name), "run", crash)
+    patch(monkeypatch, name, "run", crash)
     payload, outcome = world.call(name, arguments)
     assert outcome == "failed" and PHONE not in json.dumps(payload)
     row = rows_of(world, name)[-1]
@@ -205,7 +275,7 @@ def test_a_crash_while_running_is_a_failed_outcome(world, name, monkeypatch):
 def test_whatever_a_tool_returns_is_shaped(world, name, monkeypatch):
     """A tool cannot hand the model anything unshaped: its output goes
     through binary markers, URL references, known values and detectors."""
-    arguments = EXAMPLES[name][0](world)
+    name, arguments = example(world, name, 0)
     real_run = tool(name).run
 
     def leaky(call):
@@ -213,7 +283,7 @@ def test_whatever_a_tool_returns_is_shaped(world, name, monkeypatch):
         output.payload["extra"] = {f"memo {PHONE}": [b"\x00\x01", f"see {SECRET_URL}"]}
         return output
 
-    monkeypatch.setattr(tool(name), "run", leaky)
+    patch(monkeypatch, name, "run", leaky)
     payload, outcome = world.call(name, arguments)
     assert outcome == "success"
     text = json.dumps(payload, ensure_ascii=False)
@@ -225,7 +295,7 @@ def test_whatever_a_tool_returns_is_shaped(world, name, monkeypatch):
 
 @pytest.mark.parametrize("name", TOOLS)
 def test_facts_are_numbers_or_flags_only(world, name, monkeypatch):
-    arguments = EXAMPLES[name][0](world)
+    name, arguments = example(world, name, 0)
     real_run = tool(name).run
 
     def smuggling(call):
@@ -233,7 +303,7 @@ def test_facts_are_numbers_or_flags_only(world, name, monkeypatch):
         output.facts["note"] = PHONE
         return output
 
-    monkeypatch.setattr(tool(name), "run", smuggling)
+    patch(monkeypatch, name, "run", smuggling)
     with pytest.raises(TypeError):
         world.call(name, arguments)
 
@@ -362,11 +432,12 @@ def test_the_model_reads_the_turns_language_the_audit_reads_english(world, name)
     keeps the English words, the same whoever made the call."""
     from django.utils import translation
 
+    called, arguments = example(world, name, 2)
     with translation.override("ko"):
-        payload, outcome = world.call(name, EXAMPLES[name][2](world))
+        payload, outcome = world.call(called, arguments)
     assert outcome == "denied"
     unavailable = tool(name).unavailable
     with translation.override("ko"):
         assert payload["error"] == f"거부됨: {unavailable.for_model()}"
         assert unavailable.for_model() != unavailable.msgid  # really translated
-    assert rows_of(world, name)[-1].reason == unavailable.msgid
+    assert rows_of(world, called)[-1].reason == HIDDEN_AUDIT_REASON.get(name, unavailable.msgid)

@@ -80,6 +80,21 @@ def test_audit_tables_are_one_list():
         assert "audit_toolcallaudit" not in source  # no second spelling of the names
 
 
+def test_connector_refusals_and_approval_decisions_are_one_vocabulary():
+    from audit.models import EventKind
+    from chat import approvals
+    from chat.executor.tools.connectors import UNAVAILABLE
+    from chat.models import ApprovalStatus
+    from governance.visibility import TOOL_UNAVAILABLE
+
+    # The words for any connector tool a turn may not call: defined once.
+    assert UNAVAILABLE.msgid == TOOL_UNAVAILABLE
+    # Every answer is a status, every settled status has its audit event.
+    assert set(approvals.DECISIONS.values()) < set(ApprovalStatus.values)
+    assert set(approvals._EVENT_OF) == set(ApprovalStatus.values) - {ApprovalStatus.PENDING}
+    assert set(approvals._EVENT_OF.values()) <= set(EventKind.values)
+
+
 def test_audit_resource_kinds_are_one_list():
     """Every resource kind an audit record is written with is a ResourceKind
     (the screens show and filter them in words); literals in code included."""

@@ -5,7 +5,9 @@ policy.py     the policy / approval stage's interface
 registry.py   the tools by name (register one object to add a tool)
 shaping.py    binary, URL references, masking, spill
 reasons.py    refusal and failure messages (translated for the model)
-tools/        run_sql, search_documents, read_spill
+tools/        run_sql, search_documents, read_spill; connectors.py: the MCP
+              connector tools (`<connector>__<tool>`) and search_connector_tools,
+              a tool source found by name at run time
 """
 
 from chat.executor import tools as _tools  # noqa: F401  (registers the built-in tools)

@@ -112,12 +112,15 @@ class Output:
     truncation), shown as they are; anything else there is refused.
     `row_count`: what the audit outcome records. `items`: the key of the
     list in `payload` a big result is spilled and paged by (None: never
-    spilled)."""
+    spilled). `failed`: the tool ran and reported an error whose text the
+    model should read (an MCP result with `isError`): the outcome is `failed`
+    with this value-free reason, and the payload is shaped like any result."""
 
     payload: dict[str, Any]
     facts: dict[str, int | float | bool | None] = field(default_factory=dict)
     row_count: int | None = None
     items: str | None = None
+    failed: str = ""
 
 
 @dataclass(frozen=True)
@@ -270,8 +273,9 @@ def _through_stages(call: Call) -> ToolResult:
 
         _enter(call, Stage.CHECKS)
         tool.check(call)
-    except Unavailable:
-        return _deny(call, tool.unavailable)
+    except Unavailable as unavailable:
+        call.asked = call.asked or unavailable.asked[:200]
+        return _deny(call, tool.unavailable, audit_text=unavailable.audit_reason or None)
     except Refused as refused:
         return _deny(call, refused.reason)
     except ApprovalSuspends:
@@ -314,13 +318,14 @@ def _through_stages(call: Call) -> ToolResult:
     # The outcome is written before the result exists for the model; if this
     # raises, the result is dropped with the exception (fail closed).
     _enter(call, Stage.OUTCOME)
-    _audit_outcome(call, attempt, Outcome.SUCCESS, "", row_count=output.row_count)
+    outcome = Outcome.FAILED if output.failed else Outcome.SUCCESS
+    _audit_outcome(call, attempt, outcome, output.failed, row_count=output.row_count)
 
     _enter(call, Stage.SHAPING)
     from chat.executor.shaping import shape
 
     content = shape(call, output, tool.lineage(call, output))
-    return ToolResult(content=content, outcome=Outcome.SUCCESS, row_count=output.row_count)
+    return ToolResult(content=content, outcome=outcome, row_count=output.row_count)
 
 
 CHECK_CRASHED = Reason(gettext_noop("the call could not be checked and was refused"))

@@ -61,7 +61,12 @@ class Decision:
 class ApprovalSuspends(Exception):
     """Raised by an approval gate to stop the turn while a person decides.
     The pipeline lets it through untouched (nothing has run, no row exists);
-    the turn runner persists the wait and resumes the turn in a new task."""
+    the turn runner persists the wait and resumes the turn in a new task.
+    `request` is what the gate wants asked (chat.approvals.ApprovalRequest)."""
+
+    def __init__(self, request: object = None) -> None:
+        super().__init__("waiting for approval")
+        self.request = request
 
 
 class Policy(Protocol):

@@ -70,11 +70,14 @@ class Unavailable(Exception):
     """The visibility stage found no resource of the name the call asked for
     that this turn may use. Missing, not granted and hidden read the same to
     the model (the tool's `unavailable` reason, which never echoes the name);
-    the audit row records the name asked for."""
+    the audit row records the name asked for, and `audit_reason` (when the
+    tool knows why: "connector hidden from this tier") instead of those words.
+    `audit_reason` is a fixed English phrase, never anything the model wrote."""
 
-    def __init__(self, asked: str) -> None:
+    def __init__(self, asked: str, *, audit_reason: str = "") -> None:
         super().__init__(asked)
         self.asked = asked
+        self.audit_reason = audit_reason
 
 
 class ToolFailed(Exception):

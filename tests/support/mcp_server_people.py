@@ -1,9 +1,13 @@
 """A CRM-like MCP server whose answers carry personal data: in plain text, in
 structured content, and in an embedded resource. `echo` returns its
-argument, so a test can see exactly what reached the server."""
+argument, so a test can see exactly what reached the server; with
+OWLAI_TEST_MCP_RECORD set, it also appends each argument it received to that
+file (one JSON line), as the server saw it. `failing_lookup` answers with an
+error result (`isError`) that carries personal data."""
 
 from __future__ import annotations
 
+import json
 import os
 
 import mcp_types as types
@@ -49,7 +53,17 @@ def whoami() -> str:
 
 @server.tool(description="Return the text it was given.")
 def echo(text: str) -> str:
+    record = os.environ.get("OWLAI_TEST_MCP_RECORD")
+    if record:
+        with open(record, "a", encoding="utf-8") as handle:
+            handle.write(json.dumps({"text": text}, ensure_ascii=False) + "\n")
     return text
+
+
+@server.tool(description="A lookup that fails; its error names the customer's phone.")
+def failing_lookup(name: str) -> types.CallToolResult:
+    text = types.TextContent(type="text", text=f"no CRM record for {name} ({PHONE})")
+    return types.CallToolResult(content=[text], is_error=True)
 
 
 if __name__ == "__main__":
