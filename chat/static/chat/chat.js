@@ -687,7 +687,12 @@
     return conversations;
   }
 
+  // A conversation being renamed: the list is not redrawn under its input
+  // (a refresh after a turn would otherwise drop what the user is typing).
+  let renaming = null;
+
   function renderConversations() {
+    if (renaming) return;
     const list = $("conversations");
     list.replaceChildren();
     // A conversation nobody wrote in yet has no title: not listed.
@@ -717,6 +722,7 @@
   }
 
   function startRename(item, c) {
+    renaming = c.id;
     const input = el("input", "rename-input");
     input.value = c.title;
     input.maxLength = 200;
@@ -738,6 +744,7 @@
           if (e.status !== 401) flash(e.message || T.networkError);
         }
       }
+      renaming = null;
       loadConversations();
     };
     input.addEventListener("keydown", (e) => {
