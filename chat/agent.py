@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from django.conf import settings
 
+from chat.approvals import gate_decisions
 from chat.context import TurnContext
 from chat.executor import ToolResult
 from chat.executor.policy import ApprovalSuspends
@@ -304,11 +305,16 @@ def run_agent_loop(
                 emit("tool.started", step_started_payload(call))
             started = time.perf_counter()
             try:
-                result = execute(ctx, name=call.name, arguments=call.arguments)
+                with gate_decisions() as gate:
+                    result = execute(ctx, name=call.name, arguments=call.arguments)
             except ApprovalSuspends as waiting:
                 pending = [_call_json(c) for c in calls[index:]]
                 raise TurnSuspended(LoopState(new=list(new), steps=steps, pending=pending), waiting.request) from None
-            emit("tool.finished", step_finished_payload(call, result, round((time.perf_counter() - started) * 1000)))
+            finished = step_finished_payload(call, result, round((time.perf_counter() - started) * 1000))
+            if gate.get("decision"):
+                # Needed an approval, decided without asking (auto-approved / auto-blocked).
+                finished["approval"] = {"decision": gate["decision"]}
+            emit("tool.finished", finished)
             new.append({"role": "tool", "tool_call_id": call.id, "content": result.content})
 
     if resume is not None:

@@ -121,6 +121,32 @@ def arguments_digest(tool_name: str, arguments: Any) -> str:
 
 _RESUMING: contextvars.ContextVar[str | None] = contextvars.ContextVar("owlai_resuming_approval", default=None)
 
+# What the gate decided on its own for the call being run (auto-approved,
+# auto-blocked): nobody was asked, so without this the person would not see
+# why a call that needs approval ran, or was refused (the step names it).
+_GATE_DECIDED: contextvars.ContextVar[dict | None] = contextvars.ContextVar("owlai_gate_decided", default=None)
+
+AUTO_APPROVED = "auto_approved"
+AUTO_BLOCKED_DECISION = "auto_blocked"
+
+
+@contextlib.contextmanager
+def gate_decisions() -> Iterator[dict]:
+    """Around one call: the yielded dict gets `decision` when the gate
+    decided without asking."""
+    seen: dict = {}
+    token = _GATE_DECIDED.set(seen)
+    try:
+        yield seen
+    finally:
+        _GATE_DECIDED.reset(token)
+
+
+def _gate_decided(decision: str) -> None:
+    seen = _GATE_DECIDED.get()
+    if seen is not None:
+        seen["decision"] = decision
+
 
 @contextlib.contextmanager
 def resuming(approval_id: str | None) -> Iterator[None]:
@@ -158,6 +184,7 @@ class ConnectorApprovalGate:
         ).count()
         if denials >= settings.OWLAI_APPROVAL_AUTO_BLOCK_DENIALS:
             _gate_event(EventKind.APPROVAL_AUTO_BLOCKED, ctx, view, denials=denials)
+            _gate_decided(AUTO_BLOCKED_DECISION)
             return Decision.deny(Reason(AUTO_BLOCKED.msgid, count=denials))
         grant = AlwaysAllow.objects.filter(
             user_id=ctx.user_id,
@@ -167,6 +194,7 @@ class ConnectorApprovalGate:
         ).first()
         if grant is not None:
             _gate_event(EventKind.APPROVAL_AUTO_APPROVED, ctx, view, always_allow_id=grant.pk)
+            _gate_decided(AUTO_APPROVED)
             return Decision.allow()
         raise ApprovalSuspends(
             ApprovalRequest(

@@ -14,11 +14,13 @@ from __future__ import annotations
 
 import logging
 import time
+from datetime import datetime
 
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 from django.conf import settings
 from django.db import DatabaseError, IntegrityError, transaction
+from django.utils import timezone
 
 logger = logging.getLogger(__name__)
 
@@ -131,7 +133,21 @@ def replay(*, turn_id: int, after_seq: int = 0) -> list[dict]:
     """The stored frames of one turn after `after_seq`, in order."""
     from chat.models import TurnEvent
 
-    return [e.as_frame() for e in TurnEvent.objects.filter(turn_id=turn_id, seq__gt=after_seq).order_by("seq")]
+    return [_fresh(e.as_frame()) for e in TurnEvent.objects.filter(turn_id=turn_id, seq__gt=after_seq).order_by("seq")]
+
+
+def _fresh(frame: dict) -> dict:
+    """A replayed `approval.requested` says how long it has *now*: the stored
+    `expires_in` was counted when it was asked (the page counts down from it
+    rather than from `expires_at`, whose reading depends on the browser's
+    clock)."""
+    if frame.get("type") == "approval.requested" and isinstance(frame.get("expires_at"), str):
+        try:
+            expires_at = datetime.fromisoformat(frame["expires_at"])
+        except ValueError:
+            return frame
+        frame["expires_in"] = max(0, round((expires_at - timezone.now()).total_seconds()))
+    return frame
 
 
 def notify_conversation_deleted(*, group: str) -> None:

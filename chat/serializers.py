@@ -65,6 +65,11 @@ class StepItemSerializer(serializers.Serializer):
     result = serializers.CharField(required=False, help_text="the start of the result the model read (masked)")
     result_truncated = serializers.BooleanField(required=False)
     finished = serializers.BooleanField(required=False)
+    approval = serializers.DictField(
+        required=False,
+        help_text="a call that needed approval: what was asked (`approval_id`, `tool`, `connector`, `arguments`, "
+        "`expires_at`) and the `decision` (approved, always_allowed, denied, expired, auto_approved, auto_blocked)",
+    )
 
 
 class StatusItemSerializer(serializers.Serializer):

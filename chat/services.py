@@ -32,6 +32,7 @@ from audit.services import AuditWriteError
 from chat import events
 from chat.agent import LoopState, TurnAbandoned, TurnCancelled, TurnSuspended, run_agent_loop
 from chat.approvals import (
+    APPROVAL_DECIDED,
     APPROVAL_REQUESTED,
     requested_payload,
     resuming,
@@ -901,12 +902,22 @@ def _steps_by_call(conversation: Conversation) -> dict[tuple[int, str], dict]:
     """(turn id, call id) -> the step as its events described it."""
     found: dict[tuple[int, str], dict] = {}
     rows = TurnEvent.objects.filter(
-        turn__conversation=conversation, type__in=[events.TOOL_STARTED, events.TOOL_FINISHED]
+        turn__conversation=conversation,
+        type__in=[events.TOOL_STARTED, events.TOOL_FINISHED, APPROVAL_REQUESTED, APPROVAL_DECIDED],
     ).order_by("turn_id", "seq")
     for event in rows.only("turn_id", "type", "payload"):
         payload = event.payload or {}
         key = (event.turn_id, str(payload.get("call_id", "")))
-        found.setdefault(key, {}).update(payload)
+        step = found.setdefault(key, {})
+        if event.type in (APPROVAL_REQUESTED, APPROVAL_DECIDED):
+            # What was asked and how it was answered, as the step's `approval`.
+            asked = {k: v for k, v in payload.items() if k not in ("call_id", "expires_in")}
+            step["approval"] = {**step.get("approval", {}), **asked}
+            continue
+        asked_before = step.get("approval")
+        step.update(payload)
+        if asked_before is not None:
+            step["approval"] = {**asked_before, **(payload.get("approval") or {})}
         if event.type == events.TOOL_FINISHED:
             found[key]["finished"] = True
     return found

@@ -90,6 +90,26 @@ def _page_text() -> dict:
             "public": _("Public tier: data leaves the network"),
         },
         "tierPinned": _("A conversation keeps the tier of its first answer."),
+        "approval": {
+            "title": _("Approve this call?"),
+            "explain": _("%(tool)s of %(connector)s wants to run with these arguments:"),
+            "approve": _("Approve"),
+            "alwaysAllow": _("Always allow"),
+            "alwaysAllowHint": _("Approve, and run this tool without asking from now on (revocable)"),
+            "deny": _("Deny"),
+            "expiresIn": _("Expires in %(time)s"),
+            "expiredWaiting": _("Time is up; the call will not run."),
+            "sending": _("Sending your answer…"),
+            "manage": _("Always-allowed tools"),
+            "decisions": {
+                "approved": _("Approved"),
+                "always_allowed": _("Always allowed"),
+                "denied": _("Denied"),
+                "expired": _("Expired: nobody answered in time"),
+                "auto_approved": _("Approved automatically (always allowed)"),
+                "auto_blocked": _("Blocked automatically (denied before)"),
+            },
+        },
     }
 
 
@@ -107,6 +127,7 @@ def chat_page(request):
                 "tokenKinds": {TOKEN_LABELS[PiiKind(value)]: str(name) for value, name in PiiKindChoice.choices},
                 "tierLabels": {value: str(label) for value, label in Tier.choices},
                 "loginUrl": reverse("login"),
+                "alwaysAllowedUrl": reverse("chat:always-allowed-page"),
             },
         },
     )

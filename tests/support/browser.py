@@ -20,6 +20,7 @@ saves them for passing tests too.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
@@ -102,8 +103,11 @@ def chromium():
             os.environ[ASYNC_UNSAFE] = before
 
 
-@pytest.fixture(scope="module")
-def browser_stack(request, tmp_path_factory, django_db_setup, pg_customer_db):
+@contextlib.contextmanager
+def browser_stack_running(tmp: Path, pg_customer_db, *, extra_config: str = "", beat: bool = False, **env_extra: str):
+    """The page's stack for a test module: the scripted model server, the
+    install config (`CONFIG` plus `extra_config`), redis, daphne with the
+    static files, a threads-pool worker (and beat when asked)."""
     from django.conf import settings
 
     if settings.DATABASES["default"]["ENGINE"] != "django.db.backends.postgresql":
@@ -111,8 +115,7 @@ def browser_stack(request, tmp_path_factory, django_db_setup, pg_customer_db):
     if not port_open("127.0.0.1", 6379) or not shutil.which("redis-server"):
         pytest.skip("needs redis-server (run `make test`)")
     fake = FakeLLMServer().__enter__()
-    tmp = tmp_path_factory.mktemp("browser-stack")
-    config_text = CONFIG.format(base_url=fake.base_url)
+    config_text = CONFIG.format(base_url=fake.base_url) + extra_config
     config_path = tmp / "owlai.toml"
     config_path.write_text(config_text)
     env = process_env(
@@ -121,6 +124,7 @@ def browser_stack(request, tmp_path_factory, django_db_setup, pg_customer_db):
         LOG_LEVEL="WARNING",
         # The page asks for the state after 5 quiet seconds; keep deltas prompt.
         OWLAI_DELTA_COALESCE_SECONDS="0.02",
+        **env_extra,
     )
     env.pop(ASYNC_UNSAFE, None)  # the servers keep Django's check
     stack = Stack(tmp, env)
@@ -128,6 +132,8 @@ def browser_stack(request, tmp_path_factory, django_db_setup, pg_customer_db):
         stack.start_redis()
         stack.start_web("tests.support.asgi_static:application")
         stack.start_worker(2, pool="threads")
+        if beat:
+            stack.start_beat()
         yield BrowserStack(f"http://127.0.0.1:{stack.port}", fake, config_text, stack)
     except BaseException:
         print(stack.logs())
@@ -135,6 +141,12 @@ def browser_stack(request, tmp_path_factory, django_db_setup, pg_customer_db):
     finally:
         stack.close()
         fake.__exit__(None, None, None)
+
+
+@pytest.fixture(scope="module")
+def browser_stack(request, tmp_path_factory, django_db_setup, pg_customer_db):
+    with browser_stack_running(tmp_path_factory.mktemp("browser-stack"), pg_customer_db) as stack:
+        yield stack
 
 
 @dataclass

@@ -37,6 +37,9 @@
   let pending = null; // {ref, text, bubble}: sent, not yet taken by the server
   let queuedSend = null; // text to send once the new conversation's socket is up
   let stick = true; // follow new content unless the user scrolled up
+  let waitingFor = null; // turn id waiting for the user's approval
+  const deciding = {}; // approval id -> decision sent, no answer yet
+  const approvalErrors = {}; // approval id -> why the server refused the answer
   const answers = {}; // turn id -> answer element
 
   // --- helpers ---------------------------------------------------------------
@@ -357,7 +360,9 @@
     const last = currentText(turnId, false);
     if (last) last._closed = true; // text after this step is a new block
     let details = data.call_id ? b.querySelector(`details[data-call-id="${CSS.escape(data.call_id)}"]`) : null;
-    const step = { ...(details ? details._step : {}), ...data };
+    const before = details ? details._step : {};
+    const step = { ...before, ...data };
+    if (before.approval && data.approval) step.approval = { ...before.approval, ...data.approval };
     if (!details) {
       details = el("details");
       b.appendChild(details);
@@ -366,7 +371,162 @@
     const open = details.open;
     fillStep(details, step);
     details.open = open;
+    renderApproval(details, step.approval);
     follow();
+  }
+
+  // --- approvals -------------------------------------------------------------------------
+  // A connector call that needs the user's approval: what it would run with
+  // (arguments as text, tokens as chips: never parsed as HTML), a countdown
+  // to its expiry and three answers; once decided, the outcome in words.
+  // The panel sits right under the call's step, outside the collapsed
+  // <details>, so it is seen without opening anything.
+
+  const A = T.approval;
+  const ANSWERS = [
+    ["approve", A.approve, "approve primary"],
+    ["always_allow", A.alwaysAllow, "always-allow"],
+    ["deny", A.deny, "deny danger"],
+  ];
+
+  function clock(seconds) {
+    const s = Math.max(0, Math.ceil(seconds));
+    return `${Math.floor(s / 60)}:${String(s % 60).padStart(2, "0")}`;
+  }
+
+  function argumentsText(value) {
+    if (typeof value === "string") return value;
+    try {
+      return JSON.stringify(value, null, 2);
+    } catch (e) {
+      return String(value);
+    }
+  }
+
+  function manageLink() {
+    const link = el("a", "approval-manage", A.manage);
+    link.href = CONFIG.alwaysAllowedUrl;
+    link.target = "_blank";
+    link.rel = "noopener";
+    return link;
+  }
+
+  function renderApproval(details, approval) {
+    let panel = details._approvalPanel;
+    if (!approval || (!approval.decision && !approval.approval_id)) {
+      if (panel) panel.remove();
+      details._approvalPanel = null;
+      return;
+    }
+    const id = approval.approval_id || "";
+    const state = approval.decision ? "decided:" + approval.decision : "pending";
+    const key = `${id}|${state}|${deciding[id] || ""}|${approvalErrors[id] || ""}`;
+    if (panel && panel._key === key) return; // unchanged: keep its countdown
+    const fresh = el("div", "approval");
+    fresh._key = key;
+    fresh.dataset.approvalId = id;
+    fresh.dataset.callId = details.dataset.callId || "";
+    if (panel) panel.replaceWith(fresh);
+    else details.after(fresh);
+    details._approvalPanel = fresh;
+    panel = fresh;
+
+    const tool = T.tools[approval.tool] || approval.tool || (details._step && details._step.tool) || "";
+    if (approval.decision) {
+      panel.classList.add("decided", `decision-${approval.decision}`);
+      const outcome = el("div", "approval-outcome", A.decisions[approval.decision] || approval.decision);
+      outcome.setAttribute("role", "status");
+      panel.appendChild(outcome);
+      if (approval.decision === "always_allowed" || approval.decision === "auto_approved") panel.appendChild(manageLink());
+    } else {
+      panel.classList.add("pending");
+      const titleId = `approval-title-${id}`;
+      panel.setAttribute("role", "group");
+      panel.setAttribute("aria-labelledby", titleId);
+      const title = el("div", "approval-title", A.title);
+      title.id = titleId;
+      panel.appendChild(title);
+      panel.appendChild(el("div", "approval-what", fmt(A.explain, { tool, connector: approval.connector || "" })));
+      const args = el("pre", "approval-args");
+      args.appendChild(OwlRender.textWithChips(argumentsText(approval.arguments)));
+      panel.appendChild(args);
+      const countdown = el("div", "approval-countdown");
+      countdown.setAttribute("role", "timer");
+      panel.appendChild(countdown);
+      const buttons = el("div", "approval-buttons");
+      for (const [decision, label, cls] of ANSWERS) {
+        const button = el("button", `approval-answer ${cls}`, label);
+        button.type = "button";
+        button.dataset.decision = decision;
+        if (decision === "always_allow") button.title = A.alwaysAllowHint;
+        button.disabled = !!deciding[id];
+        button.addEventListener("click", () => decide(id, decision));
+        buttons.appendChild(button);
+      }
+      panel.appendChild(buttons);
+      if (deciding[id]) panel.appendChild(el("div", "approval-sending", A.sending));
+      panel.appendChild(manageLink());
+      // Counted from what the server says is left, not from the browser's clock.
+      const left = Number(approval.expires_in);
+      panel._deadline = Date.now() + (Number.isFinite(left) ? left : 0) * 1000;
+      tick(panel);
+    }
+    if (approvalErrors[id]) {
+      const error = el("div", "approval-error", approvalErrors[id]);
+      error.setAttribute("role", "alert");
+      panel.appendChild(error);
+    }
+  }
+
+  function tick(panel) {
+    const countdown = panel.querySelector(".approval-countdown");
+    if (!countdown) return;
+    const left = (panel._deadline - Date.now()) / 1000;
+    if (left > 0) {
+      countdown.textContent = fmt(A.expiresIn, { time: clock(left) });
+    } else {
+      countdown.textContent = A.expiredWaiting;
+      panel.classList.add("timed-out");
+      for (const b of panel.querySelectorAll(".approval-answer")) b.disabled = true;
+    }
+  }
+  setInterval(() => {
+    for (const panel of log.querySelectorAll(".approval.pending")) tick(panel);
+  }, 1000);
+
+  function panelFor(approvalId) {
+    for (const details of log.querySelectorAll("details.step")) {
+      if (details._step && details._step.approval && details._step.approval.approval_id === approvalId) return details;
+    }
+    return null;
+  }
+
+  function redrawApproval(approvalId) {
+    const details = panelFor(approvalId);
+    if (details) renderApproval(details, details._step.approval);
+  }
+
+  /* A turn that ended while its call still waited (the user pressed Stop):
+   * the pending call was denied with it (README "Websocket protocol"). */
+  function closeApprovals(turnId) {
+    for (const details of body(turnId).querySelectorAll("details.step")) {
+      const approval = details._step && details._step.approval;
+      if (approval && approval.approval_id && !approval.decision) {
+        upsertStep(turnId, { call_id: details._step.call_id, approval: { decision: "denied" } });
+      }
+    }
+  }
+
+  function decide(approvalId, decision) {
+    delete approvalErrors[approvalId];
+    if (!socket || socket.readyState !== WebSocket.OPEN) {
+      approvalErrors[approvalId] = T.notConnected;
+      redrawApproval(approvalId);
+      return;
+    }
+    deciding[approvalId] = decision;
+    redrawApproval(approvalId);
+    socket.send(JSON.stringify({ type: "approval.decide", approval_id: approvalId, decision, ref: "approval:" + approvalId }));
   }
 
   function addStatus(turnId, status, reason) {
@@ -388,6 +548,7 @@
       else if (m.role === "step") upsertStep(m.turn_id, m);
       else if (m.role === "status") addStatus(m.turn_id, m.status, m.content);
     }
+    for (const turnId of Object.keys(answers)) closeApprovals(turnId); // these turns have ended
   }
 
   function showState(st) {
@@ -395,14 +556,17 @@
     lastSeq = {};
     syncing = {};
     $("reconnecting").hidden = true;
+    waitingFor = null;
     showTimeline(st.messages);
     setBusy(false, null);
     if (st.turn) {
       lastSeq[st.turn.turn_id] = 0;
-      const live = st.turn.status === "queued" || st.turn.status === "running";
+      const working = st.turn.status === "queued" || st.turn.status === "running";
+      // A turn waiting for an approval is still going: Stop ends it.
+      const live = working || st.turn.status === "waiting_approval";
       if (live) setBusy(true, st.turn.turn_id);
       for (const ev of st.turn.events) apply(ev);
-      if (live) setWorking(st.turn.turn_id, true);
+      if (working) setWorking(st.turn.turn_id, true);
     }
     if (pending) log.appendChild(pending.bubble.parentElement); // still waiting for the server
     stick = true;
@@ -461,6 +625,14 @@
       return;
     }
     if (ev.type === "error") {
+      if (typeof ev.ref === "string" && ev.ref.startsWith("approval:")) {
+        // The answer was not taken (already answered, expired): said at the request.
+        const approvalId = ev.ref.slice("approval:".length);
+        delete deciding[approvalId];
+        approvalErrors[approvalId] = ev.message;
+        redrawApproval(approvalId);
+        return;
+      }
       if (ev.code === "cancel_refused") setBusy(false, null);
       if (pending && (ev.ref === pending.ref || ev.code === "turn_refused")) {
         // Not taken: the message is not shown as sent, its text stays in the box.
@@ -489,6 +661,19 @@
       case "tool.finished":
         upsertStep(id, { ...ev, finished: true });
         break;
+      case "approval.requested": {
+        const { type, seq, turn_id, call_id, ...approval } = ev;
+        upsertStep(id, { call_id, approval });
+        setWorking(id, false); // the turn waits for the user, not for the model
+        waitingFor = id;
+        break;
+      }
+      case "approval.decided":
+        delete deciding[ev.approval_id];
+        upsertStep(id, { call_id: ev.call_id, approval: { approval_id: ev.approval_id, decision: ev.decision } });
+        if (waitingFor === id) waitingFor = null;
+        if (activeTurn === id || busy) setWorking(id, true);
+        break;
       case "message.delta": {
         const block = currentText(id, true);
         block._text += ev.text;
@@ -509,6 +694,8 @@
         addStatus(id, "failed", ev.message);
         break;
       case "turn.finished":
+        if (waitingFor === id) waitingFor = null;
+        closeApprovals(id);
         if (ev.status === "cancelled") addStatus(id, "cancelled");
         setWorking(id, false);
         if (activeTurn === id || activeTurn === null) setBusy(false, null);
@@ -604,7 +791,9 @@
 
   let lastFrameAt = Date.now();
   setInterval(() => {
-    if (busy && socket && socket.readyState === WebSocket.OPEN && Date.now() - lastFrameAt > 5000) {
+    // While a turn waits for the user nothing is expected: check less often.
+    const quiet = waitingFor !== null ? 30000 : 5000;
+    if (busy && socket && socket.readyState === WebSocket.OPEN && Date.now() - lastFrameAt > quiet) {
       lastFrameAt = Date.now();
       socket.send(JSON.stringify({ type: "sync" }));
     }
