@@ -476,3 +476,44 @@ def test_held_secret_headers_outside_the_connector_prefix_are_refused_at_call_ti
         payload, outcome = world.call("crm__echo", {"text": "hello"})
         assert outcome == "failed" and env_name not in payload["error"]
     assert world.received() == []
+
+
+# --- the HTTP approval and always-allowed endpoints --------------------------------------------
+
+
+def test_held_http_decide_needs_csrf_and_the_owner(mail, resumed, django_user_model):
+    from django.test import Client
+    from django.urls import reverse
+
+    mail.fake.script = [tool_call(MAIL, {"text": "hello"}, call_id="c1"), text("done")]
+    turn = ask(mail)
+    approval = ToolApproval.objects.get(turn=turn)
+    url = reverse("chat:approval-decide", args=[approval.pk])
+    # A cross-site form post riding the owner's session.
+    owner = Client(enforce_csrf_checks=True)
+    owner.force_login(mail.user)
+    response = owner.post(url, {"decision": "approve"}, content_type="application/json")
+    assert response.status_code == 403
+    # Another signed-in user.
+    intruder = django_user_model.objects.create_user("red-http-intruder", password="pw-i-123")
+    other = Client()
+    other.force_login(intruder)
+    assert other.post(url, {"decision": "approve"}, content_type="application/json").status_code == 409
+    approval.refresh_from_db()
+    assert approval.status == ApprovalStatus.PENDING and received(mail) == []
+
+
+def test_held_another_users_always_allow_cannot_be_listed_or_revoked(mail, django_user_model):
+    from django.test import Client
+    from django.urls import reverse
+
+    echo = ConnectorTool.objects.get(connector=mail.connector, name="echo")
+    grant = AlwaysAllow.objects.create(user=mail.user, connector_tool=echo, definition_hash=echo.definition_hash)
+    intruder = django_user_model.objects.create_user("red-grant-intruder", password="pw-g-123")
+    client = Client()
+    client.force_login(intruder)
+    assert client.get(reverse("chat:always-allowed")).json() == []
+    assert client.delete(reverse("chat:always-allowed-revoke", args=[grant.pk])).status_code == 404
+    assert client.post(reverse("chat:always-allowed-page-revoke", args=[grant.pk])).status_code == 404
+    grant.refresh_from_db()
+    assert grant.revoked_at is None
