@@ -36,6 +36,7 @@ import hashlib
 import hmac
 import json
 import logging
+import unicodedata
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import timedelta
@@ -173,7 +174,7 @@ class ConnectorApprovalGate:
         call.tool.check(call)
         digest = arguments_digest(call.tool.name, call.args)
 
-        decided = self._resumed(ctx, call.tool.name, digest)
+        decided = self._resumed(ctx, call.tool.name, digest, view)
         if decided is not None:
             return decided
         denials = ToolApproval.objects.filter(
@@ -209,7 +210,11 @@ class ConnectorApprovalGate:
             )
         )
 
-    def _resumed(self, ctx, tool_name: str, digest: str) -> Decision | None:
+    def _resumed(self, ctx, tool_name: str, digest: str, view: ConnectorToolView) -> Decision | None:
+        """The person's decision on this very call. A decision is bound to
+        the tool and to the definition it was shown under: if an admin
+        accepted a changed definition meanwhile, the approval does not carry
+        over (the person is asked again)."""
         approval_id = _RESUMING.get()
         if approval_id is None:
             return None
@@ -221,6 +226,8 @@ class ConnectorApprovalGate:
                     turn_id=ctx.turn_id,
                     tool_name=tool_name,
                     arguments_digest=digest,
+                    connector_tool_id=view.tool_id,
+                    definition_hash=view.definition_hash,
                     used_at__isnull=True,
                 )
                 .exclude(status=ApprovalStatus.PENDING)
@@ -244,7 +251,23 @@ def _shown(call) -> Any:
 
     value = with_url_references(sanitise_value(call.args), url_references_for(call.ctx.conversation_id).reference_for)
     known = call.known()
-    return mask_with(call.vault, lambda vault, counts: mask_any(value, vault, counts, known=known))
+    return _visible_controls(mask_with(call.vault, lambda vault, counts: mask_any(value, vault, counts, known=known)))
+
+
+def _visible_controls(value: Any) -> Any:
+    """Control and format characters (bidi overrides, zero-width spaces) in
+    what a person approves are shown as escapes, not applied: otherwise the
+    model could make the card read differently from what will be sent. Not
+    removed: the person must see that they are there."""
+    if isinstance(value, str):
+        return "".join(
+            f"\\u{ord(ch):04x}" if unicodedata.category(ch) in ("Cc", "Cf") and ch not in "\n\t" else ch for ch in value
+        )
+    if isinstance(value, list):
+        return [_visible_controls(item) for item in value]
+    if isinstance(value, dict):
+        return {_visible_controls(k): _visible_controls(v) for k, v in value.items()}
+    return value
 
 
 def _gate_event(kind: str, ctx, view: ConnectorToolView, **details: Any) -> None:

@@ -23,6 +23,15 @@ class Phrase(str):
     never half one language and half the other."""
 
 
+class Unrecorded(str):
+    """Text the model wrote (e.g. the name of an argument the tool does not
+    have): the model is shown it, the audit row is not, since a name can
+    carry a value as well as an argument can."""
+
+
+WITHHELD = "(not recorded)"
+
+
 class Reason:
     """`Reason(gettext_noop("no permission to read table(s): %(tables)s"), tables=...)`."""
 
@@ -38,13 +47,21 @@ class Reason:
     def for_audit(self) -> str:
         if not self.params:
             return self.msgid
-        return self.msgid % {k: v.for_audit() if isinstance(v, Reason) else v for k, v in self.params.items()}
+        return self.msgid % {k: _for_audit(v) for k, v in self.params.items()}
 
     def for_model(self) -> str:
         text = gettext(self.msgid)
         if not self.params:
             return text
         return text % {k: _for_model(v) for k, v in self.params.items()}
+
+
+def _for_audit(value: object) -> object:
+    if isinstance(value, Reason):
+        return value.for_audit()
+    if isinstance(value, Unrecorded):
+        return WITHHELD
+    return value
 
 
 def _for_model(value: object) -> object:

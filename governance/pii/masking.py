@@ -215,6 +215,18 @@ def mask_any(
     string can (`json_object_agg(name, 1)`)."""
     if isinstance(value, str):
         return mask_string(value, vault, counts, origin, known) if value else value
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        # A number can be personal data as well as a string can (a resident
+        # registration or phone number sent as a JSON number): checked in its
+        # written form, replaced by the token when it is one.
+        written = str(value)
+        masked = mask_string(written, vault, counts, origin, known)
+        if masked == written and isinstance(value, int) and value > 0:
+            # A phone number stored as a number has lost its leading zero.
+            padded = "0" + written
+            masked = mask_string(padded, vault, counts, origin, known)
+            return value if masked == padded else masked
+        return value if masked == written else masked
     if isinstance(value, list):
         return [mask_any(v, vault, counts, origin, known) for v in value]
     if isinstance(value, dict):

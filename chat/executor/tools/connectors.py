@@ -54,7 +54,7 @@ from django.utils.translation import gettext_noop
 
 from chat.executor.pipeline import Call, Offer, Output, Target
 from chat.executor.policy import ALWAYS_ALLOW, Decision
-from chat.executor.reasons import Reason, Refused, ToolFailed, Unavailable
+from chat.executor.reasons import Reason, Refused, ToolFailed, Unavailable, Unrecorded
 from governance.connectors.definitions import SCHEMA_MAX_DEPTH, SEPARATOR
 from governance.models import ConnectorToolPolicy
 from governance.visibility import (
@@ -175,7 +175,8 @@ def arguments_problem(value: Any, schema: Any, path: str = "", depth: int = 0) -
         if schema.get("additionalProperties") is False:
             for name in value:
                 if name not in properties:
-                    return Reason(gettext_noop("unknown argument %(path)s"), path=_join(path, name))
+                    # The name is the model's own text: it is told, the audit row is not.
+                    return Reason(gettext_noop("unknown argument %(path)s"), path=Unrecorded(_join(path, name)))
         for name, item in value.items():
             if name in properties:
                 problem = arguments_problem(item, properties[name], _join(path, name), depth + 1)
