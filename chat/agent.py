@@ -242,16 +242,8 @@ def step_finished_payload(call, result: ToolResult, duration_ms: int) -> dict:
         "row_count": result.row_count,
         "duration_ms": duration_ms,
     }
-    reason = getattr(result, "reason", None)
-    if reason is None and result.outcome != "success":
-        try:
-            parsed = json.loads(result.content)
-        except (TypeError, ValueError):
-            parsed = None
-        if isinstance(parsed, dict) and isinstance(parsed.get("error"), str):
-            reason = parsed["error"]
-    if reason:
-        payload["reason"] = localize(str(reason))[:2000]
+    if result.reason:
+        payload["reason"] = localize(result.reason)[:2000]
     content = result.content or ""
     payload["result"] = content[:STEP_RESULT_MAX_CHARS]
     if len(content) > STEP_RESULT_MAX_CHARS:

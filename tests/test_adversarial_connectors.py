@@ -12,17 +12,15 @@ held; they document the guarantee and must keep passing.
 from __future__ import annotations
 
 import json
-import os
 import sys
 from datetime import timedelta
 
 import pytest
 from django.utils import timezone
 
-from audit.models import AuditEvent, ToolCallAudit
+from audit.models import ToolCallAudit
 from chat.approvals import ApprovalError, tool_approval_decide
-from chat.context import TurnContext
-from chat.executor import execute_tool_call, tool_definitions
+from chat.executor import tool_definitions
 from chat.executor.tools.connectors import connector_turn
 from chat.models import AlwaysAllow, ApprovalStatus, ToolApproval, TurnStatus
 from chat.services import conversation_create
@@ -32,14 +30,24 @@ from governance.models import Connector, ConnectorTool, LlmModel, Role
 from governance.services import feature_default_set, install_config_sync
 from governance.visibility import TOOL_SEARCH, TOOL_UNAVAILABLE, visible_resources
 from owlai.install_config import parse_install_config
-from tests.support.connector_world import ALL_MODELS, EMAIL, PHONE, RRN, add_connector, set_policy, two_tier_config
+from tests.support.connector_world import (
+    ALL_MODELS,
+    EMAIL,
+    PHONE,
+    RRN,
+    World,
+    add_connector,
+    audit_dump,
+    recording_people_server,
+    set_policy,
+    two_tier_config,
+)
 from tests.support.fake_llm import FakeLLMServer, text, tool_call
-from tests.support.mcp_servers import ROOT, http_server, stdio_command_toml
+from tests.support.mcp_servers import ROOT, stdio_command_toml
 from tests.test_approvals import ask, decide, kinds, received
 
 pytestmark = [pytest.mark.django_db, pytest.mark.timeout(240), pytest.mark.usefixtures("english")]
 
-_turns = iter(range(70_000, 80_000))
 
 # The hostile server's numeric identifiers (tests/support/mcp_server_hostile.py).
 RRN_NUMBER = "9001012345678"
@@ -62,41 +70,8 @@ def hostile_command_toml(name: str = "hostile", env: tuple[str, ...] = ()) -> st
 
 @pytest.fixture(scope="module")
 def people_http(tmp_path_factory):
-    record = tmp_path_factory.mktemp("mcp") / "red-received.jsonl"
-    os.environ["OWLAI_TEST_MCP_RECORD"] = str(record)
-    try:
-        with http_server("people") as server:
-            server.record = record
-            yield server
-    finally:
-        os.environ.pop("OWLAI_TEST_MCP_RECORD", None)
-
-
-class World:
-    def __init__(self, user, conversation, connectors, record):
-        self.user, self.conversation, self.connectors, self.record = user, conversation, connectors, record
-
-    def context(self, tier: str = "private", user=None) -> TurnContext:
-        user = user or self.user
-        return TurnContext(
-            user_id=user.pk,
-            username=user.username,
-            tier=tier,
-            model_name="m",
-            provider_name="p",
-            conversation_id=self.conversation.pk,
-            turn_id=next(_turns),
-        )
-
-    def call(self, name: str, arguments, *, tier: str = "private", ctx=None):
-        raw = arguments if isinstance(arguments, str) else json.dumps(arguments, ensure_ascii=False)
-        result = execute_tool_call(ctx or self.context(tier), name=name, arguments=raw)
-        return json.loads(result.content), result.outcome
-
-    def received(self) -> list[str]:
-        if not self.record.exists():
-            return []
-        return [json.loads(line)["text"] for line in self.record.read_text(encoding="utf-8").splitlines()]
+    with recording_people_server(tmp_path_factory.mktemp("mcp")) as server:
+        yield server
 
 
 @pytest.fixture
@@ -117,12 +92,6 @@ def world(settings, django_user_model, people_http, monkeypatch):
         "hostile": add_connector("hostile", command="hostile", roles=[role], exposure=ALL_MODELS),
     }
     return World(user, conversation_create(owner=user), connectors, people_http.record)
-
-
-def audit_dump() -> str:
-    return json.dumps(
-        [list(ToolCallAudit.objects.values()), list(AuditEvent.objects.values())], ensure_ascii=False, default=str
-    )
 
 
 # --- approvals world (the whole turn: scripted model, turn runner, decisions) --------------

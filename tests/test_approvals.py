@@ -9,7 +9,6 @@ revocation asks again; every decision is an audit event without arguments."""
 from __future__ import annotations
 
 import json
-import os
 from datetime import timedelta
 
 import pytest
@@ -24,9 +23,15 @@ from chat.services import TurnRefused, conversation_create, conversation_state, 
 from governance.models import LlmModel, Role
 from governance.services import feature_default_set, install_config_sync
 from owlai.install_config import parse_install_config
-from tests.support.connector_world import ALL_MODELS, PHONE, add_connector, two_tier_config
+from tests.support.connector_world import (
+    ALL_MODELS,
+    PHONE,
+    add_connector,
+    audit_dump,
+    recording_people_server,
+    two_tier_config,
+)
 from tests.support.fake_llm import FakeLLMServer, text, tool_call
-from tests.support.mcp_servers import http_server
 
 pytestmark = [pytest.mark.django_db, pytest.mark.timeout(180), pytest.mark.usefixtures("english")]
 
@@ -36,14 +41,8 @@ BODY = f"회의록을 보내 주세요. 연락처 {PHONE}"  # arguments carrying
 
 @pytest.fixture(scope="module")
 def people_http(tmp_path_factory):
-    record = tmp_path_factory.mktemp("mcp") / "received.jsonl"
-    os.environ["OWLAI_TEST_MCP_RECORD"] = str(record)
-    try:
-        with http_server("people") as server:
-            server.record = record
-            yield server
-    finally:
-        os.environ.pop("OWLAI_TEST_MCP_RECORD", None)
+    with recording_people_server(tmp_path_factory.mktemp("mcp")) as server:
+        yield server
 
 
 @pytest.fixture
@@ -118,9 +117,7 @@ def approval_events() -> list[str]:
 
 def assert_no_arguments_in_audit() -> None:
     digests = list(ToolApproval.objects.values_list("arguments_digest", flat=True))
-    dumped = json.dumps(
-        [list(AuditEvent.objects.values()), list(ToolCallAudit.objects.values())], ensure_ascii=False, default=str
-    )
+    dumped = audit_dump()
     for secret in ["회의록", PHONE, "9876-5432", *digests]:
         assert secret not in dumped, secret
 

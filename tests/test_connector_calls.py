@@ -10,13 +10,11 @@ as failed rows, one audit row per call without arguments or results."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 from django.utils import translation
 
-from audit.models import AuditEvent, ToolCallAudit
-from chat.executor import STAGES, execute_tool_call, tool_definitions, traced
+from chat.executor import STAGES, tool_definitions, traced
 from chat.executor.tools.connectors import arguments_problem, connector_turn
 from chat.prompt import system_prompt
 from chat.services import conversation_create
@@ -30,7 +28,10 @@ from tests.support.connector_world import (
     PERSONAL,
     PHONE,
     RRN,
+    World,
     add_connector,
+    audit_dump,
+    recording_people_server,
     set_policy,
     two_tier_config,
 )
@@ -39,60 +40,18 @@ from tests.support.mcp_servers import http_server, stdio_command_toml
 pytestmark = [pytest.mark.django_db, pytest.mark.timeout(180), pytest.mark.usefixtures("english")]
 
 CRM_SUMMARY = "고객 CRM: 연락처와 상담 기록 (internal)"
-_turns = iter(range(50_000, 60_000))
 
 
 @pytest.fixture(scope="module")
 def people_http(tmp_path_factory):
-    record = tmp_path_factory.mktemp("mcp") / "people-record.jsonl"
-    import os
-
-    os.environ["OWLAI_TEST_MCP_RECORD"] = str(record)
-    try:
-        with http_server("people") as server:
-            server.record = record
-            yield server
-    finally:
-        os.environ.pop("OWLAI_TEST_MCP_RECORD", None)
+    with recording_people_server(tmp_path_factory.mktemp("mcp")) as server:
+        yield server
 
 
 @pytest.fixture(scope="module")
 def hang_http():
     with http_server("hang") as server:
         yield server
-
-
-class World:
-    def __init__(self, user, conversation, connectors, record: Path):
-        self.user, self.conversation, self.connectors, self.record = user, conversation, connectors, record
-
-    def context(self, tier: str = "private"):
-        from chat.context import TurnContext
-
-        return TurnContext(
-            user_id=self.user.pk,
-            username=self.user.username,
-            tier=tier,
-            model_name="m",
-            provider_name="p",
-            conversation_id=self.conversation.pk,
-            turn_id=next(_turns),
-        )
-
-    def call(self, name: str, arguments, *, tier: str = "private", ctx=None):
-        raw = arguments if isinstance(arguments, str) else json.dumps(arguments, ensure_ascii=False)
-        result = execute_tool_call(ctx or self.context(tier), name=name, arguments=raw)
-        return json.loads(result.content), result.outcome
-
-    def rows(self, tool: str | None = None) -> list[ToolCallAudit]:
-        rows = ToolCallAudit.objects.filter(conversation_id=self.conversation.pk).order_by("id")
-        return list(rows.filter(tool=tool) if tool else rows)
-
-    def received(self) -> list[str]:
-        """What the HTTP people server's `echo` received, as it saw it."""
-        if not self.record.exists():
-            return []
-        return [json.loads(line)["text"] for line in self.record.read_text(encoding="utf-8").splitlines()]
 
 
 @pytest.fixture
@@ -119,9 +78,7 @@ def world(settings, django_user_model, people_http, hang_http):
 
 
 def no_arguments_in_audit(*values: str) -> None:
-    dumped = json.dumps(
-        [list(ToolCallAudit.objects.values()), list(AuditEvent.objects.values())], ensure_ascii=False, default=str
-    )
+    dumped = audit_dump()
     for value in values:
         assert value not in dumped, value
 

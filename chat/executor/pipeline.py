@@ -82,6 +82,9 @@ class ToolResult:
     content: str
     outcome: str
     row_count: int | None = None
+    # Why a refused or failed call did not give a result, as the model was
+    # told it (the page shows it at the call's step).
+    reason: str | None = None
 
 
 @dataclass(frozen=True)
@@ -399,11 +402,13 @@ def _refuse_unrouted(ctx: TurnContext, name: str, reason: Reason) -> ToolResult:
 
 def _refusal(message: str) -> ToolResult:
     text = gettext("refused: %(reason)s") % {"reason": message}
-    return ToolResult(content=json.dumps({"error": text}, ensure_ascii=False), outcome=Outcome.DENIED)
+    return ToolResult(content=json.dumps({"error": text}, ensure_ascii=False), outcome=Outcome.DENIED, reason=text)
 
 
 def _failure(message: str) -> ToolResult:
-    return ToolResult(content=json.dumps({"error": message}, ensure_ascii=False), outcome=Outcome.FAILED)
+    return ToolResult(
+        content=json.dumps({"error": message}, ensure_ascii=False), outcome=Outcome.FAILED, reason=message
+    )
 
 
 def _duration(call: Call) -> float:

@@ -11,6 +11,12 @@ approval).
 
 from __future__ import annotations
 
+import contextlib
+import itertools
+import json
+import os
+from pathlib import Path
+
 INTERNAL_ONLY = "internal_only"
 ALL_MODELS = "all_models"
 
@@ -74,3 +80,72 @@ def set_policy(connector, tool: str, policy: str) -> None:
     from governance.models import ConnectorTool
 
     ConnectorTool.objects.filter(connector=connector, name=tool).update(policy=policy)
+
+
+@contextlib.contextmanager
+def recording_people_server(folder: Path):
+    """The people server on loopback HTTP; what its `echo` receives is
+    recorded in `server.record` (a file in `folder`)."""
+    from tests.support.mcp_servers import http_server
+
+    record = folder / "received.jsonl"
+    os.environ["OWLAI_TEST_MCP_RECORD"] = str(record)
+    try:
+        with http_server("people") as server:
+            server.record = record
+            yield server
+    finally:
+        os.environ.pop("OWLAI_TEST_MCP_RECORD", None)
+
+
+_turns = itertools.count(50_000)
+
+
+class World:
+    """A user with connectors and a conversation: connector calls through the
+    real executor, each in a turn context of its own."""
+
+    def __init__(self, user, conversation, connectors, record: Path):
+        self.user, self.conversation, self.connectors, self.record = user, conversation, connectors, record
+
+    def context(self, tier: str = "private", user=None):
+        from chat.context import TurnContext
+
+        user = user or self.user
+        return TurnContext(
+            user_id=user.pk,
+            username=user.username,
+            tier=tier,
+            model_name="m",
+            provider_name="p",
+            conversation_id=self.conversation.pk,
+            turn_id=next(_turns),
+        )
+
+    def call(self, name: str, arguments, *, tier: str = "private", ctx=None):
+        from chat.executor import execute_tool_call
+
+        raw = arguments if isinstance(arguments, str) else json.dumps(arguments, ensure_ascii=False)
+        result = execute_tool_call(ctx or self.context(tier), name=name, arguments=raw)
+        return json.loads(result.content), result.outcome
+
+    def rows(self, tool: str | None = None) -> list:
+        from audit.models import ToolCallAudit
+
+        rows = ToolCallAudit.objects.filter(conversation_id=self.conversation.pk).order_by("id")
+        return list(rows.filter(tool=tool) if tool else rows)
+
+    def received(self) -> list[str]:
+        """What the HTTP people server's `echo` received, as it saw it."""
+        if not self.record.exists():
+            return []
+        return [json.loads(line)["text"] for line in self.record.read_text(encoding="utf-8").splitlines()]
+
+
+def audit_dump() -> str:
+    """Every audit record and event, as text: for checking what is not in them."""
+    from audit.models import AuditEvent, ToolCallAudit
+
+    return json.dumps(
+        [list(ToolCallAudit.objects.values()), list(AuditEvent.objects.values())], ensure_ascii=False, default=str
+    )

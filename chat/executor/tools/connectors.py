@@ -52,6 +52,7 @@ from typing import Any
 from django.conf import settings
 from django.utils.translation import gettext_noop
 
+from audit.models import ResourceKind
 from chat.executor.pipeline import Call, Offer, Output, Target
 from chat.executor.policy import ALWAYS_ALLOW, Decision
 from chat.executor.reasons import Reason, Refused, ToolFailed, Unavailable, Unrecorded
@@ -201,7 +202,7 @@ def _join(path: str, name: str) -> str:
 class ConnectorCall:
     """One connector tool, by the name the model called."""
 
-    resource_kind = "connector"
+    resource_kind = ResourceKind.CONNECTOR
     target_argument = None  # the tool's name names its connector
     result_key = "connector"
     unavailable = UNAVAILABLE
@@ -279,7 +280,7 @@ class SearchConnectorTools:
     keywords and loads them for the rest of the turn."""
 
     name = TOOL_SEARCH
-    resource_kind = "connector"
+    resource_kind = ResourceKind.CONNECTOR
     target_argument = None
     result_key = "search"
     unavailable = UNAVAILABLE

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from django.utils.translation import gettext_noop
 
+from audit.models import ResourceKind
 from chat.document_search import search_collection
 from chat.executor.pipeline import Call, Offer, Output, Target
 from chat.executor.policy import ALWAYS_ALLOW
@@ -22,7 +23,7 @@ MAX_SEARCH_QUERY_CHARS = 500
 
 class SearchDocuments:
     name = SEARCH_DOCUMENTS
-    resource_kind = "document_collection"
+    resource_kind = ResourceKind.DOCUMENT_COLLECTION
     target_argument = "collection"
     result_key = "collection"
     unavailable = Reason(gettext_noop("no collection of that name is available"))

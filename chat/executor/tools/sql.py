@@ -26,6 +26,7 @@ from dataclasses import replace
 
 from django.utils.translation import gettext, gettext_noop
 
+from audit.models import ResourceKind
 from chat.executor.pipeline import Call, Lineage, Offer, Output, Target
 from chat.executor.policy import ALWAYS_ALLOW
 from chat.executor.reasons import Phrase, Reason, Refused, ToolFailed
@@ -49,7 +50,7 @@ RUN_SQL = "run_sql"
 
 class RunSql:
     name = RUN_SQL
-    resource_kind = "db_connection"
+    resource_kind = ResourceKind.DB_CONNECTION
     target_argument = "connection"
     result_key = "connection"
     # The same words whether the connection does not exist, is not granted,
