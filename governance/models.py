@@ -111,6 +111,18 @@ def default_exposure() -> str:
     return default_exposure_for_install()
 
 
+def exposure_field() -> models.CharField:
+    """The exposure of a resource (DB connection, document collection,
+    connector): one definition for all three; the DB triggers keep it one-way."""
+    return models.CharField(
+        _("exposure"),
+        max_length=20,
+        choices=Exposure.choices,
+        default=default_exposure,
+        help_text=_("Internal models only: never shown to, or usable by, turns on external (public) models."),
+    )
+
+
 class DbEngine(models.TextChoices):
     POSTGRESQL = "postgresql", "PostgreSQL"
     MYSQL = "mysql", "MySQL / MariaDB"
@@ -127,13 +139,7 @@ class DbConnection(models.Model):
     name = models.CharField(_("name"), max_length=100, unique=True)
     business_summary = models.TextField(_("business summary"), blank=True)
     engine = models.CharField(_("engine"), max_length=20, choices=DbEngine.choices)
-    exposure = models.CharField(
-        _("exposure"),
-        max_length=20,
-        choices=Exposure.choices,
-        default=default_exposure,
-        help_text=_("Internal models only: never shown to, or usable by, turns on external (public) models."),
-    )
+    exposure = exposure_field()
     # Where the DSN comes from. Never shown back: either the name of an
     # environment variable (preferred: the secret stays outside the DB), or an
     # encrypted stored value that the admin can replace but not read.
@@ -185,13 +191,7 @@ class DocumentCollection(models.Model):
 
     name = models.CharField(_("name"), max_length=100, unique=True)
     business_summary = models.TextField(_("business summary"), blank=True)
-    exposure = models.CharField(
-        _("exposure"),
-        max_length=20,
-        choices=Exposure.choices,
-        default=default_exposure,
-        help_text=_("Internal models only: never shown to, or usable by, turns on external (public) models."),
-    )
+    exposure = exposure_field()
     created_at = models.DateTimeField(_("created"), auto_now_add=True)
 
     class Meta:
@@ -303,13 +303,7 @@ class Connector(models.Model):
     timeout_seconds = models.PositiveIntegerField(
         _("timeout (s)"), default=30, help_text=_("Longest a tool call may take before it fails.")
     )
-    exposure = models.CharField(
-        _("exposure"),
-        max_length=20,
-        choices=Exposure.choices,
-        default=default_exposure,
-        help_text=_("Internal models only: never shown to, or usable by, turns on external (public) models."),
-    )
+    exposure = exposure_field()
     last_synced_at = models.DateTimeField(_("tools last synced"), null=True, blank=True, editable=False)
     last_sync_error = models.CharField(_("last sync error"), max_length=300, blank=True, editable=False)
     created_at = models.DateTimeField(_("created"), auto_now_add=True)
