@@ -28,11 +28,11 @@ UV := $(VENV)/bin/uv
 $(VENV)/.runtime: requirements.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check uv==$(UV_VERSION)
-	$(UV) pip install --quiet --python $(PY) -r requirements.txt
+	$(UV) pip install --quiet --compile-bytecode --python $(PY) -r requirements.txt
 	touch $@
 
 $(VENV)/.dev: $(VENV)/.runtime requirements-dev.txt
-	$(UV) pip install --quiet --python $(PY) -r requirements-dev.txt
+	$(UV) pip install --quiet --compile-bytecode --python $(PY) -r requirements-dev.txt
 	touch $@
 
 install: $(VENV)/.runtime

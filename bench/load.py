@@ -4,6 +4,8 @@ websockets (daphne) to Celery worker(s) over Redis, with PostgreSQL, against
 the fake OpenAI-compatible model (tests/support/fake_llm.py) answering every
 call after `--delay` seconds.
 
+Each conversation first runs one turn that is not measured (the processes'
+first turns open pools and start threads; `--no-warm-up` measures them too).
 Measured per N: turns/s, and turn latency (send `turn.start` -> receive
 `turn.finished`) MINUS the model's time (the delay: one model call per turn),
 i.e. the platform's overhead (queueing for a worker slot, database, Redis,
@@ -49,6 +51,12 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=32, help="threads (or children) per worker")
     parser.add_argument("--db-pool", type=int, default=0, help="OWLAI_DB_POOL_SIZE for web and workers (0: off)")
     parser.add_argument("--timeout", type=float, default=120.0, help="a turn not finished by then counts as stuck")
+    parser.add_argument(
+        "--no-warm-up",
+        dest="warm_up",
+        action="store_false",
+        help="measure from the first turn (by default each conversation runs one unmeasured turn first)",
+    )
     parser.add_argument("--smoke", action="store_true", help="tiny sizes, seconds: proves the bench still runs")
     args = parser.parse_args()
     # Stopped from outside (a test's timeout, Ctrl-C in a terminal sends
@@ -169,7 +177,8 @@ models = ["inhouse-model"]
             f"(waiting for a worker p50 {r['queue_p50']:.0f} / p95 {r['queue_p95']:.0f} ms, "
             f"worker time less the model p50 {r['work_p50']:.0f} / p95 {r['work_p95']:.0f} ms), "
             f"CPU per turn: web {r['cpu_web_ms']:.0f} ms, workers {r['cpu_workers_ms']:.0f} ms, "
-            f"model/redis/beat {r['cpu_other_ms']:.0f} ms, "
+            f"model/redis/beat {r['cpu_other_ms']:.0f} ms, PostgreSQL {r['cpu_db_ms']:.0f} ms, "
+            f"clients {r['cpu_client_ms']:.0f} ms, "
             f"peak DB connections {r['peak_db']}"
             f"{', refused: ' + ', '.join(r['errors']) if r['errors'] else ''} [{setup}]"
         )
@@ -190,6 +199,22 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def postgres_cpu_seconds() -> float:
+    """CPU time used so far by every PostgreSQL server process on this
+    machine that this user may read (the postmaster's children come and go
+    with connections: their time is summed while they live)."""
+    total = 0.0
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            text = stat.read_text()
+        except OSError:
+            continue
+        if "(postgres)" in text or "(postmaster)" in text:
+            fields = text.rsplit(")", 1)[1].split()
+            total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return total
+
+
 def measure(
     port: int, cookie: str, conversations: list, args, admin_url: str, bench_db: str, pids: dict[str, int]
 ) -> dict:
@@ -206,9 +231,20 @@ def measure(
                 ).fetchone()
                 peak[0] = max(peak[0], count - 1)  # less this bench's own session with Django
 
+    if args.warm_up:
+        # Not measured: the processes' first turns open their database
+        # pools' connections, start the worker threads and fill lazy caches,
+        # a cost paid once per process start, not per turn. What is measured
+        # is the steady state a deployment runs in.
+        warm = argparse.Namespace(**{**vars(args), "turns": 1})
+        asyncio.run(_converse_all(port, cookie, conversations, warm))
+    from django.utils import timezone
+
+    since = timezone.now()
     watcher = threading.Thread(target=watch_connections, daemon=True)
     watcher.start()
     cpu_before = {name: cpu_seconds(pid) for name, pid in pids.items()}
+    db_before, client_before = postgres_cpu_seconds(), time.process_time()
     started = time.monotonic()
     try:
         outcomes = asyncio.run(_converse_all(port, cookie, conversations, args))
@@ -219,6 +255,7 @@ def measure(
     # CPU per turn holds on a busy machine, where latencies do not: it says
     # what a turn costs each process, whatever else competes for the cores.
     cpu = {name: cpu_seconds(pid) - cpu_before[name] for name, pid in pids.items()}
+    db_cpu, client_cpu = postgres_cpu_seconds() - db_before, time.process_time() - client_before
     latencies = [latency for status, latency in outcomes if status is not None and not status.startswith("error:")]
     errors = sorted({status for status, _ in outcomes if status and status.startswith("error:")})
     overheads = sorted(max(0.0, latency - args.delay) * 1000 for latency in latencies) or [float("nan")]
@@ -226,7 +263,7 @@ def measure(
     def pct(p: float) -> float:
         return overheads[min(len(overheads) - 1, int(round(p / 100 * (len(overheads) - 1))))]
 
-    phases = _phases(conversations, args.delay)
+    phases = _phases(conversations, args.delay, since)
     turns = max(1, len(latencies))
     web = sum(v for k, v in cpu.items() if k.startswith("web"))
     workers = sum(v for k, v in cpu.items() if k.startswith("worker"))
@@ -235,6 +272,10 @@ def measure(
         "cpu_web_ms": web / turns * 1000,
         "cpu_workers_ms": workers / turns * 1000,
         "cpu_other_ms": (sum(cpu.values()) - web - workers) / turns * 1000,
+        # PostgreSQL (every server process: this bench's database is the only busy one)
+        # and this process (the clients), which compete for the same cores.
+        "cpu_db_ms": db_cpu / turns * 1000,
+        "cpu_client_ms": client_cpu / turns * 1000,
         "n": len(conversations),
         "expected": len(conversations) * args.turns,
         "finished": len(latencies),
@@ -248,7 +289,7 @@ def measure(
     }
 
 
-def _phases(conversations: list, delay: float) -> dict:
+def _phases(conversations: list, delay: float, since) -> dict:
     """Where the overhead went, from the turns' own timestamps: waiting for a
     worker (created -> claimed) and the worker's own time less the model's
     (claimed -> finished - delay); the rest of a client's latency is the web
@@ -256,9 +297,8 @@ def _phases(conversations: list, delay: float) -> dict:
     from chat.models import Turn
 
     queued, worked = [], []
-    for created, started, finished in Turn.objects.filter(conversation_id__in=conversations).values_list(
-        "created_at", "started_at", "finished_at"
-    ):
+    measured = Turn.objects.filter(conversation_id__in=conversations, created_at__gte=since)
+    for created, started, finished in measured.values_list("created_at", "started_at", "finished_at"):
         if started and finished:
             queued.append((started - created).total_seconds() * 1000)
             worked.append(max(0.0, (finished - started).total_seconds() - delay) * 1000)
@@ -313,7 +353,11 @@ async def _converse(port: int, cookie: str, conversation_id, args) -> list[tuple
         open_timeout=60,
         max_size=None,
     ) as ws:
-        last_turn = 0
+        # The server's first frame is the conversation's state: a turn in it
+        # (the warm-up's) is not one of these.
+        first = json.loads(await asyncio.wait_for(ws.recv(), args.timeout))
+        turn = first.get("turn") if first.get("type") == "state" else None
+        last_turn = (turn or {}).get("turn_id") or 0
         for i in range(args.turns):
             await ws.send(json.dumps({"type": "turn.start", "text": f"고객이 몇 명이야? ({i})"}))
             sent = time.monotonic()

@@ -147,8 +147,13 @@ def fit_history(messages: list[dict], *, budget: int, current: int) -> list[dict
     return [m for m in out if m is not None]
 
 
+# What `interruption` may answer before a model or tool call (None: go on).
+ABANDONED = "abandoned"  # no longer this loop's to run (deleted, failed elsewhere)
+CANCELLED = "cancelled"  # the owner pressed Stop
+
+
 class TurnAbandoned(Exception):
-    """`still_wanted` said no: the turn stops where it is."""
+    """`interruption` said ABANDONED: the turn stops where it is."""
 
 
 @dataclass(frozen=True)
@@ -191,7 +196,7 @@ def _call_json(call: ToolCall) -> dict:
 
 
 class TurnCancelled(Exception):
-    """The owner asked the turn to stop (`cancel_requested`): it stops before
+    """The owner asked the turn to stop (`interruption` said CANCELLED): it stops before
     its next model or tool call. `new_messages` is what this turn produced
     until then (the answer so far, the tool calls that ran), kept so the page
     shows the same after a reload."""
@@ -260,8 +265,7 @@ def run_agent_loop(
     execute: Execute,
     emit: Emit,
     max_steps: int,
-    still_wanted: Callable[[], bool] | None = None,
-    cancel_requested: Callable[[], bool] | None = None,
+    interruption: Callable[[], str | None] | None = None,
     history_chars: int | None = None,
     resume: LoopState | None = None,
 ) -> LoopResult:
@@ -285,9 +289,10 @@ def run_agent_loop(
     def check() -> None:
         # E.g. the owner deleted the conversation: stop before the next
         # model or tool call rather than finish a turn nobody may see.
-        if still_wanted is not None and not still_wanted():
+        state = interruption() if interruption is not None else None
+        if state == ABANDONED:
             raise TurnAbandoned
-        if cancel_requested is not None and cancel_requested():
+        if state == CANCELLED:
             raise TurnCancelled(new)
 
     def run_calls(calls: list[ToolCall], *, first_announced: bool) -> None:

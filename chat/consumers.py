@@ -271,10 +271,9 @@ class ChatConsumer(AsyncWebsocketConsumer):
         if ref is not None and not (isinstance(ref, str) and len(ref) <= 64):
             await self._error("bad_event", _("'ref' must be a string of at most 64 characters."))
             return
-        if (
-            payload["type"] in ("turn.start", "turn.cancel", "sync", "approval.decide")
-            and not await self._session_alive()
-        ):
+        # turn.start checks the session in the same step as it starts the
+        # turn (one trip to the database's thread, on the hot path).
+        if payload["type"] in ("turn.cancel", "sync", "approval.decide") and not await self._session_alive():
             # Signed out (or the session expired) since this socket opened:
             # the page signs in again and comes back (README close codes).
             await self._close_for_limit(CLOSE_UNAUTHENTICATED)
@@ -318,6 +317,11 @@ class ChatConsumer(AsyncWebsocketConsumer):
             turn = await self._start(text, None if model in (None, "") else str(model))
         except TurnRefused as refused:
             await self._error("turn_refused", str(refused), ref=ref)
+            return
+        if turn is None:
+            # Signed out (or the session expired) since this socket opened:
+            # the page signs in again and comes back (README close codes).
+            await self._close_for_limit(CLOSE_UNAUTHENTICATED)
             return
         if ref is not None:
             # Only to this socket, before any event of the turn: the page
@@ -436,14 +440,18 @@ class ChatConsumer(AsyncWebsocketConsumer):
 
     @off_loop
     def _start(self, text: str, model: str | None):
+        """The new turn, or None when the session has ended (see _session_alive)."""
+        if not self._session_alive_now():
+            return None
         with translation.override(self.language):
-            conversation = Conversation.objects.filter(pk=self.conversation.pk).first()
-            if conversation is None:  # purged while the socket was open
-                raise TurnRefused(_("This conversation was deleted."))
-            return turn_start(conversation=conversation, user=self.scope["user"], text=text, model=model)
+            # turn_start reads the conversation afresh under its lock.
+            return turn_start(conversation=self.conversation, user=self.scope["user"], text=text, model=model)
 
     @off_loop
     def _session_alive(self) -> bool:
+        return self._session_alive_now()
+
+    def _session_alive_now(self) -> bool:
         """The socket was authenticated when it opened; a session that has
         ended since (logout, expiry, a password change) must not start, stop
         or read turns. Read afresh from the session store, as a request would."""

@@ -16,11 +16,11 @@ import logging
 import time
 from datetime import datetime
 
-from asgiref.sync import async_to_sync
-from channels.layers import get_channel_layer
 from django.conf import settings
-from django.db import DatabaseError, IntegrityError, transaction
+from django.db import DatabaseError, IntegrityError, connection, transaction
 from django.utils import timezone
+
+from chat.layers import group_send_now
 
 logger = logging.getLogger(__name__)
 
@@ -46,7 +46,7 @@ def publish(group: str, frame: dict) -> None:
     """Best effort: the frame is already stored, a client that misses it
     resyncs. Never raises (a Redis outage must not fail a governed turn)."""
     try:
-        async_to_sync(get_channel_layer().group_send)(group, {"type": "turn.event", "event": frame})
+        group_send_now(group, {"type": "turn.event", "event": frame})
     except Exception as exc:
         logger.warning(
             "could not publish %s #%s of turn %s: %s", frame.get("type"), frame.get("seq"), frame.get("turn_id"), exc
@@ -109,8 +109,12 @@ class TurnEmitter:
         if self.lost:
             return
         try:
-            with transaction.atomic():
-                frame = self.record(event_type, payload)
+            if connection.in_atomic_block:
+                # A savepoint, so a refused insert leaves the caller's transaction usable.
+                with transaction.atomic():
+                    frame = self.record(event_type, payload)
+            else:
+                frame = self.record(event_type, payload)  # one INSERT: atomic on its own
         except IntegrityError:
             self.lost = True
             logger.warning(
@@ -154,6 +158,6 @@ def notify_conversation_deleted(*, group: str) -> None:
     """Tell the conversation's open sockets to close (best effort, like all
     streaming: the deletion itself is already committed)."""
     try:
-        async_to_sync(get_channel_layer().group_send)(group, {"type": "conversation.deleted"})
+        group_send_now(group, {"type": "conversation.deleted"})
     except Exception:
         logger.exception("could not notify %s of its deletion", group)

@@ -1,16 +1,22 @@
 """Channel layers that make dropped messages visible and survive Redis restarts.
 
-Upstream channels-redis drops a group message for a channel that is full
-(capacity) with an INFO line, and the in-memory layer drops it silently.
-Turn events are stored before they are sent (chat.events), so a drop costs
-the user nothing (the page sees the gap in `seq` and resyncs), but it must be
-seen: every drop is counted (`DROPS`) and logged at WARNING.
+Production uses Redis pub/sub: a group send is one PUBLISH, a socket's
+messages arrive on its process's one subscribed connection, and nothing of
+the layer is stored in Redis (memberships are the process's subscriptions,
+so a Redis restart loses none). Turn events are stored before they are sent
+(chat.events), so a message the layer loses costs the user nothing: the page
+sees the gap in `seq` and resyncs. But a loss must be seen:
 
-A consumer's `receive` that fails because Redis went away (restart, network)
-is retried with backoff instead of killing the consumer (which would close
-the socket with 1011). When Redis answers again the consumer gets a
-synthetic `layer.recovered` message: group memberships may have died with
-Redis, so it joins again and sends its client the state from the database.
+- a socket's local queue holds at most `capacity` messages; past that a
+  message is dropped, counted (`DROPS`) and logged at WARNING (upstream's
+  queue is unbounded, and the in-memory layer drops silently);
+- when the subscribed connection comes back after an outage (a restart, the
+  network), every socket of the process gets a synthetic `layer.recovered`
+  message: frames published meanwhile are gone, so it sends its client the
+  state from the database.
+
+Workers and views publish from synchronous code with `group_send_blocking`:
+one PUBLISH on a shared connection pool, no event loop made per message.
 """
 
 from __future__ import annotations
@@ -18,12 +24,16 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-import time
 from collections import Counter
 
+import redis
+from asgiref.sync import async_to_sync
 from channels.exceptions import ChannelFull
 from channels.layers import InMemoryChannelLayer as _InMemoryChannelLayer
-from channels_redis.core import RedisChannelLayer as _RedisChannelLayer
+from channels.layers import get_channel_layer
+from channels_redis.pubsub import RedisPubSubChannelLayer, RedisPubSubLoopLayer, RedisSingleShardConnection
+from channels_redis.utils import _consistent_hash, _wrap_close, decode_hosts
+from redis.asyncio.client import PubSub
 
 logger = logging.getLogger(__name__)
 
@@ -73,78 +83,144 @@ class InMemoryChannelLayer(_InMemoryChannelLayer):
     # counted above.
 
 
-def _is_connection_error(exc: BaseException) -> bool:
-    import redis.exceptions
+class RedisChannelLayer(RedisPubSubChannelLayer):
+    """channels-redis's pub/sub layer with a bounded, counted queue per
+    socket, a `layer.recovered` message after an outage, and a blocking
+    group send for synchronous code."""
 
-    return isinstance(exc, (ConnectionError, OSError, TimeoutError, redis.exceptions.ConnectionError))
+    def __init__(self, *args, capacity: int = 1000, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.capacity = capacity
+        self._clients: list[redis.Redis] | None = None
+        self._clients_lock = threading.Lock()
 
-
-class RedisChannelLayer(_RedisChannelLayer):
-    async def send(self, channel, message):
+    def _get_layer(self):
+        # Upstream's proxy, making our loop layer (one per event loop).
+        loop = asyncio.get_running_loop()
         try:
-            await super().send(channel, message)
-        except ChannelFull:
-            DROPS.add(channel)
-            raise
+            return self._layers[loop]
+        except KeyError:
+            layer = _LoopLayer(*self._args, **self._kwargs, channel_layer=self)
+            self._layers[loop] = layer
+            _wrap_close(self, loop)
+            return layer
 
-    async def group_send(self, group, message):
-        """Upstream's group_send, counting the members that were over capacity
-        (upstream only logs them at INFO)."""
-        assert self.require_valid_group_name(group), "Group name not valid"
-        key = self._group_key(group)
-        connection = self.connection(self.consistent_hash(group))
-        await connection.zremrangebyscore(key, min=0, max=int(time.time()) - self.group_expiry)
-        channel_names = [x.decode("utf8") for x in await connection.zrange(key, 0, -1)]
-        to_connection, to_message, to_capacity = self._map_channel_keys_to_connection(channel_names, message)
-        for connection_index, channel_keys in to_connection.items():
-            connection = self.connection(connection_index)
-            pipe = connection.pipeline()
-            for channel_key in channel_keys:
-                pipe.zremrangebyscore(channel_key, min=0, max=int(time.time()) - int(self.expiry))
-            await pipe.execute()
-            args = [to_message[k] for k in channel_keys] + [to_capacity[k] for k in channel_keys]
-            args += [time.time(), self.expiry]
-            over = await connection.eval(_GROUP_SEND_LUA, len(channel_keys), *channel_keys, *args)
-            if over:
-                DROPS.add(group, int(over))
+    def group_send_blocking(self, group: str, message: dict) -> None:
+        """The group send of synchronous code (a worker's turn, a view):
+        one PUBLISH, as the async layer would send it. Raises on a Redis
+        error; callers decide whether that matters."""
+        name = f"{self._kwargs.get('prefix', 'asgi')}__group__{group}"
+        clients = self._sync_clients()
+        clients[_consistent_hash(name, len(clients))].publish(name, self.serialize(message))
 
-    async def receive(self, channel):
+    def _sync_clients(self) -> list[redis.Redis]:
+        with self._clients_lock:
+            if self._clients is None:
+                self._clients = [_sync_client(host) for host in decode_hosts(self._kwargs.get("hosts"))]
+            return self._clients
+
+
+def _sync_client(host: dict) -> redis.Redis:
+    """A thread-safe client for one shard, as channels-redis's create_pool
+    reads a host entry. Short timeouts: publishing is best effort (the
+    events are stored), a Redis outage must not hold a turn."""
+    host = dict(host)
+    timeouts = {"socket_connect_timeout": 2.0, "socket_timeout": 2.0}
+    if "address" in host:
+        return redis.Redis.from_url(host.pop("address"), **{**timeouts, **host})
+    master_name = host.pop("master_name", None)
+    if master_name is not None:
+        sentinel = redis.sentinel.Sentinel(host.pop("sentinels"), sentinel_kwargs=host.pop("sentinel_kwargs", None))
+        return sentinel.master_for(master_name, **{**timeouts, **host})
+    return redis.Redis(**{**timeouts, **host})
+
+
+class _LoopLayer(RedisPubSubLoopLayer):
+    def __init__(self, *args, channel_layer: RedisChannelLayer, **kwargs) -> None:
+        super().__init__(*args, channel_layer=channel_layer, **kwargs)
+        self._shards = [_Shard(shard.host, self) for shard in self._shards]
+
+    async def _subscribe_to_channel(self, channel):
+        self.channels[channel] = asyncio.Queue(maxsize=self.channel_layer.capacity)
+        await self._get_shard(channel).subscribe(channel)
+
+
+class _CountingPubSub(PubSub):
+    """Counts the connection's connects: a second one is a reconnection
+    (redis-py subscribes again on its own; what was published between is lost)."""
+
+    connects = 0
+
+    async def on_connect(self, connection) -> None:
+        await super().on_connect(connection)
+        self.connects += 1
+
+
+class _Shard(RedisSingleShardConnection):
+    def _ensure_redis(self):
+        if self._redis is None:
+            super()._ensure_redis()
+            self._pubsub = _CountingPubSub(self._redis.connection_pool)
+
+    async def _do_receiving(self):
+        seen_connects = None  # connects of the subscribed connection when first seen
         delay = 0.25
-        failed = False
+        failing = False
         while True:
             try:
-                if failed:
-                    # Redis answers again: tell the consumer before anything
-                    # else, it has to join its groups again.
-                    await self.connection(self.consistent_hash(channel)).ping()
-                    logger.warning("channel layer reachable again; %s resyncs", channel)
-                    return dict(RECOVERED)
-                return await super().receive(channel)
-            except asyncio.CancelledError:
+                pubsub = self._pubsub
+                if pubsub is not None and pubsub.subscribed:
+                    message = await pubsub.get_message(ignore_subscribe_messages=True, timeout=0.1)
+                    if failing:
+                        logger.warning("channel layer reachable again; this process's sockets resync")
+                    failing, delay = False, 0.25
+                    if seen_connects is not None and pubsub.connects > seen_connects:
+                        self._recovered()
+                    seen_connects = pubsub.connects
+                    self._receive_message(message)
+                else:
+                    await asyncio.sleep(0.1)
+            except (asyncio.CancelledError, GeneratorExit):
                 raise
             except Exception as exc:
-                if not _is_connection_error(exc):
-                    raise
-                if not failed:
-                    logger.warning("channel layer unreachable (%s); %s retries", exc, channel)
-                failed = True
+                if not failing:
+                    logger.warning("channel layer unreachable (%s); retrying", exc)
+                failing = True
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 5.0)
 
+    def _receive_message(self, message):
+        if message is None:
+            return
+        name = message["channel"]
+        if isinstance(name, bytes):
+            name = name.decode()
+        layer = self.channel_layer
+        targets = [name] if name in layer.channels else layer.groups.get(name, ())
+        for channel in targets:
+            queue = layer.channels.get(channel)
+            if queue is None:
+                continue
+            try:
+                queue.put_nowait(message["data"])
+            except asyncio.QueueFull:
+                DROPS.add(channel)
 
-# channels-redis 4.x's group_send script: add to each member channel under
-# its capacity; return how many were over.
-_GROUP_SEND_LUA = """
-    local over_capacity = 0
-    local current_time = ARGV[#ARGV - 1]
-    local expiry = ARGV[#ARGV]
-    for i=1,#KEYS do
-        if redis.call('ZCOUNT', KEYS[i], '-inf', '+inf') < tonumber(ARGV[i + #KEYS]) then
-            redis.call('ZADD', KEYS[i], current_time, ARGV[i])
-            redis.call('EXPIRE', KEYS[i], expiry)
-        else
-            over_capacity = over_capacity + 1
-        end
-    end
-    return over_capacity
-"""
+    def _recovered(self) -> None:
+        """Every socket of this process hears it, even one whose queue is
+        full: the state it then sends replaces whatever was waiting."""
+        recovered = self.channel_layer.channel_layer.serialize(RECOVERED)
+        for queue in list(self.channel_layer.channels.values()):
+            while queue.full():
+                queue.get_nowait()
+            queue.put_nowait(recovered)
+
+
+def group_send_now(group: str, message: dict) -> None:
+    """Send to a group from synchronous code (a worker thread, a view)."""
+    layer = get_channel_layer()
+    blocking = getattr(layer, "group_send_blocking", None)
+    if blocking is not None:
+        blocking(group, message)
+    else:
+        async_to_sync(layer.group_send)(group, message)

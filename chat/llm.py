@@ -248,9 +248,14 @@ class OpenAICompatibleClient:
 
     def complete(self, *, messages: list[dict], tools: list[dict], on_delta: Callable[[str], None]) -> AssistantReply:
         limits = self._limits
-        kwargs: dict = {"model": self._model, "messages": messages, "stream": True}
+        # The history and tools go out as built (plain JSON values), through
+        # `extra_body`, which the SDK merges into the request body as is: its
+        # typed transform of `messages` walks every message of the history on
+        # every call and cost more CPU than the rest of the request.
+        body: dict = {"messages": messages}
         if tools:
-            kwargs["tools"] = tools
+            body["tools"] = tools
+        kwargs: dict = {"model": self._model, "messages": [], "stream": True, "extra_body": body}
         total_deadline = time.monotonic() + limits.total_seconds
         attempt = 0
         while True:

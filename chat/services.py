@@ -22,7 +22,7 @@ from datetime import timedelta
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import DatabaseError, connection, transaction
-from django.db.models import Max, Q, Value
+from django.db.models import Max, OuterRef, Q, Subquery, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone, translation
 from django.utils.translation import gettext as _
@@ -30,7 +30,7 @@ from django.utils.translation import gettext as _
 from accounts.language import language_for
 from audit.services import AuditWriteError
 from chat import events
-from chat.agent import LoopState, TurnAbandoned, TurnCancelled, TurnSuspended, run_agent_loop
+from chat.agent import ABANDONED, CANCELLED, LoopState, TurnAbandoned, TurnCancelled, TurnSuspended, run_agent_loop
 from chat.approvals import (
     APPROVAL_DECIDED,
     APPROVAL_REQUESTED,
@@ -147,28 +147,31 @@ def turn_start(*, conversation: Conversation, user: AbstractBaseUser, text: str,
         raise TurnRefused(
             _("The message is too long (at most %(max)d characters).") % {"max": settings.OWLAI_MAX_MESSAGE_CHARS}
         )
-    # Lock the conversation so two sockets cannot start two turns at once.
+    # Lock the conversation so two sockets cannot start two turns at once;
+    # everything below reads the locked row (the caller's copy may be stale:
+    # renamed, deleted).
     locked = Conversation.objects.select_for_update().filter(pk=conversation.pk).first()
     if locked is None or locked.deleted_at is not None:
         raise TurnRefused(_("This conversation was deleted."))
-    # A turn whose worker died must not block the conversation until the
-    # next recovery round (or forever, in the embedded profile without beat).
-    turns_recover(conversation_id=conversation.pk, requeue=False)
-    # Likewise an approval request left unanswered past its expiry (the
-    # embedded profile runs no beat): its turn goes on.
-    tool_approvals_expire(conversation_id=conversation.pk)
-    if Turn.objects.filter(conversation=conversation, status=TurnStatus.WAITING_APPROVAL).exists():
-        raise TurnRefused(_("A tool call in this conversation is waiting for your approval; answer it first."))
-    if Turn.objects.filter(conversation=conversation, status__in=ACTIVE_STATUSES).exists():
-        raise TurnRefused(_("A turn is already running in this conversation."))
+    if Turn.objects.filter(conversation=locked, status__in=ACTIVE_STATUSES).exists():
+        # A turn whose worker died must not block the conversation until the
+        # next recovery round (or forever, in the embedded profile without
+        # beat); likewise an approval request left unanswered past its expiry
+        # (the embedded profile runs no beat): its turn goes on.
+        turns_recover(conversation_id=locked.pk, requeue=False)
+        tool_approvals_expire(conversation_id=locked.pk)
+        if Turn.objects.filter(conversation=locked, status=TurnStatus.WAITING_APPROVAL).exists():
+            raise TurnRefused(_("A tool call in this conversation is waiting for your approval; answer it first."))
+        if Turn.objects.filter(conversation=locked, status__in=ACTIVE_STATUSES).exists():
+            raise TurnRefused(_("A turn is already running in this conversation."))
     # The language the whole turn runs in: the user's choice, else what the
     # socket's browser asked for (the active language here), else the default.
     language = language_for(user=user, fallback=translation.get_language())
-    turn = Turn.objects.create(conversation=conversation, requested_model=(model or "")[:300], language=language)
-    Message.objects.create(conversation=conversation, turn=turn, role=MessageRole.USER, content=text)
-    if not conversation.title:
-        conversation.title = title_from_message(text)
-    conversation.save(update_fields=["title", "updated_at"])
+    turn = Turn.objects.create(conversation=locked, requested_model=(model or "")[:300], language=language)
+    Message.objects.create(conversation=locked, turn=turn, role=MessageRole.USER, content=text)
+    if not locked.title:
+        locked.title = title_from_message(text)
+    locked.save(update_fields=["title", "updated_at"])
     return turn
 
 
@@ -295,7 +298,10 @@ def _history(conversation: Conversation, turn: Turn) -> list[dict]:
 
 
 def _emitter_for(turn: Turn) -> events.TurnEmitter:
-    last = TurnEvent.objects.filter(turn_id=turn.pk).aggregate(last=Max("seq"))["last"] or 0
+    if hasattr(turn, "last_seq"):  # read with the turn (turn_run)
+        last = turn.last_seq or 0
+    else:
+        last = TurnEvent.objects.filter(turn_id=turn.pk).aggregate(last=Max("seq"))["last"] or 0
     return events.make_emitter(group=turn.conversation.group_name, turn_id=turn.pk, next_seq=last + 1)
 
 
@@ -351,7 +357,7 @@ class _Heartbeats:
     A turn is beaten at most OWLAI_TURN_TIMEOUT_SECONDS: the thread pool
     cannot kill a stuck task, so past that its heartbeat goes stale, the
     recovery job fails it, and the turn's thread stops at its next step
-    (`still_wanted`) without writing anything."""
+    (`_interruption`) without writing anything."""
 
     def __init__(self) -> None:
         self._cond = threading.Condition()
@@ -433,7 +439,9 @@ def turn_run(*, turn_id: int) -> None:
     if not turn_claim(turn_id=turn_id):
         logger.info("turn %s is not queued (duplicate delivery, already run, or gone); nothing to do", turn_id)
         return
-    turn = Turn.objects.select_related("conversation__owner").get(pk=turn_id)
+    # With the turn, the last number its events took (a resumed turn has some).
+    last_seq = TurnEvent.objects.filter(turn_id=OuterRef("pk")).order_by("-seq").values("seq")[:1]
+    turn = Turn.objects.select_related("conversation__owner").annotate(last_seq=Subquery(last_seq)).get(pk=turn_id)
     # Everything the turn says (rejections, failures, the executor's reasons,
     # the demo model's replies) is in the language resolved at turn start.
     with TurnHeartbeat(turn.pk), translation.override(turn_language(turn)):
@@ -474,21 +482,26 @@ def _run(turn: Turn) -> None:
         _reject(turn, emit, _("No usable model could be determined for this turn."))
         return
 
-    # 2. A conversation keeps the tier it started with.
-    with transaction.atomic():
-        locked = Conversation.objects.select_for_update().get(pk=conversation.pk)
-        if locked.deleted_at is not None:
+    # 2. A conversation keeps the tier it started with: one conditional
+    # UPDATE pins it (or finds it pinned to this tier); only a refusal reads
+    # why.
+    pin = {"tier": resolved.tier, "updated_at": timezone.now()}
+    if turn.requested_model:
+        pin["model"] = resolved.model
+    pinned = (
+        Conversation.objects.filter(pk=conversation.pk, deleted_at__isnull=True)
+        .filter(Q(tier="") | Q(tier=resolved.tier))
+        .update(**pin)
+    )
+    reject_reason = ""
+    if not pinned:
+        current = Conversation.objects.filter(pk=conversation.pk).values_list("tier", "deleted_at").first()
+        if current is None or current[1] is not None:
             reject_reason = _("This conversation was deleted.")
-        elif locked.tier and locked.tier != resolved.tier:
+        else:
             reject_reason = _(
                 "This conversation runs on %(tier)s models. To use %(model)s, start a new conversation."
-            ) % {"tier": Tier(locked.tier).label, "model": resolved.model}
-        else:
-            reject_reason = ""
-            locked.tier = resolved.tier
-            if turn.requested_model:
-                locked.model = resolved.model
-            locked.save(update_fields=["tier", "model", "updated_at"])
+            ) % {"tier": Tier(current[0]).label, "model": resolved.model}
     if reject_reason:
         _reject(turn, emit, reject_reason)
         return
@@ -599,22 +612,14 @@ def _converse(
                     messages=messages,
                     # Asked again before every model call: e.g. read_spill is offered
                     # once a result of this turn was spilled, connector tools once loaded.
-                    tools=lambda: tool_definitions(ctx, resources),
+                    tools=_offered_tools(ctx, resources, first=inputs.tools if resume is None and not loaded else None),
                     execute=execute_tool_call,
                     emit=emit,
                     max_steps=settings.OWLAI_AGENT_MAX_STEPS,
                     # Stop before the next model or tool call when the owner deleted
-                    # the conversation, or the recovery job already failed this turn.
-                    still_wanted=lambda: (
-                        Turn.objects.filter(
-                            pk=turn.pk, status=TurnStatus.RUNNING, conversation__deleted_at__isnull=True
-                        ).exists()
-                        and not emit.lost
-                    ),
-                    # The owner pressed Stop (turn_cancel).
-                    cancel_requested=lambda: Turn.objects.filter(
-                        pk=turn.pk, cancel_requested_at__isnull=False
-                    ).exists(),
+                    # the conversation or pressed Stop, or the recovery job already
+                    # failed this turn.
+                    interruption=lambda: _interruption(turn.pk, emit),
                     resume=resume,
                 )
             except TurnSuspended as suspended:
@@ -647,6 +652,33 @@ def _converse(
         frames.append((events.MESSAGE_COMPLETED, {"text": final_text}))
         result.new_messages.append({"role": "assistant", "content": final_text})
     _finish(turn, emit, TurnStatus.COMPLETED, frames=frames, messages=result.new_messages)
+
+
+def _offered_tools(ctx: TurnContext, resources, *, first: list[dict] | None):
+    """The tools before each model call: `first` (the ones just built with
+    the turn's inputs) for the first call, asked for again before every
+    later one."""
+    pending = [first] if first is not None else []
+
+    def offered() -> list[dict]:
+        return pending.pop() if pending else tool_definitions(ctx, resources)
+
+    return offered
+
+
+def _interruption(turn_id: int, emit: events.TurnEmitter) -> str | None:
+    """Whether the turn should stop before its next model or tool call, in
+    one query: ABANDONED when it is no longer running (the recovery job
+    failed it), its conversation was deleted, or its events can no longer be
+    written as ours; CANCELLED when the owner pressed Stop."""
+    row = (
+        Turn.objects.filter(pk=turn_id).values_list("status", "cancel_requested_at", "conversation__deleted_at").first()
+    )
+    if row is None or row[0] != TurnStatus.RUNNING or row[2] is not None or emit.lost:
+        return ABANDONED
+    if row[1] is not None:
+        return CANCELLED
+    return None
 
 
 def _suspend(turn: Turn, emit: events.TurnEmitter, suspended: TurnSuspended, *, loaded: list[str]) -> bool:

@@ -187,19 +187,17 @@ OWLAI_CHANNEL_CAPACITY = env.int("OWLAI_CHANNEL_CAPACITY", default=1000)
 if REDIS_URL:
     CHANNEL_LAYERS = {
         "default": {
-            # channels-redis, plus: a full channel is counted and logged at
-            # WARNING (upstream drops silently), and a Redis outage does not
-            # kill the consumers (chat/layers.py).
+            # channels-redis pub/sub: a group send is one PUBLISH, nothing of
+            # the layer is kept in Redis; plus a bounded, counted queue per
+            # socket and a resync after a Redis outage (chat/layers.py).
             "BACKEND": "chat.layers.RedisChannelLayer",
             "CONFIG": {
                 "hosts": [REDIS_URL],
                 "prefix": env.str("OWLAI_CHANNEL_PREFIX", default="owlai"),
-                # Messages waiting per channel (one per socket) before sends
-                # to it are dropped; upstream's default of 100 dropped turn
-                # events under load. A drop costs the user nothing (the page
-                # resyncs from the database) but is logged.
+                # Messages waiting per socket in its process before more are
+                # dropped. A drop costs the user nothing (the page resyncs
+                # from the database) but is logged.
                 "capacity": OWLAI_CHANNEL_CAPACITY,
-                "expiry": env.int("OWLAI_CHANNEL_EXPIRY_SECONDS", default=60),
             },
         }
     }

@@ -370,7 +370,11 @@ def test_the_capacity_comes_from_the_environment(monkeypatch):
 
 
 @pytest.mark.services
-def test_redis_group_send_counts_what_it_drops(require_redis, settings, caplog):
+def test_redis_layer_counts_what_a_full_socket_queue_drops(require_redis, settings, caplog):
+    """Pub/sub: messages wait in the receiving process, at most `capacity`
+    per socket; the rest are dropped there, counted and logged. A blocking
+    group send (a worker's) reaches the socket like an async one."""
+    import asyncio
     import uuid
 
     from chat.layers import DROPS, RedisChannelLayer
@@ -381,14 +385,61 @@ def test_redis_group_send_counts_what_it_drops(require_redis, settings, caplog):
     async def scenario():
         channel = await layer.new_channel()
         await layer.group_add("conversation.y", channel)
-        for n in range(5):
+        for n in range(3):
             await layer.group_send("conversation.y", {"type": "turn.event", "event": {"n": n}})
+        for n in range(3, 5):
+            await asyncio.to_thread(
+                layer.group_send_blocking, "conversation.y", {"type": "turn.event", "event": {"n": n}}
+            )
+        async with asyncio.timeout(10):
+            while DROPS.total < 3:
+                await asyncio.sleep(0.01)
         received = [await layer.receive(channel) for _ in range(2)]
         await layer.flush()
-        await layer.close_pools()
         return received
 
     with caplog.at_level(logging.WARNING, logger="chat.layers"):
         received = async_to_sync(scenario)()
     assert [m["event"]["n"] for m in received] == [0, 1]
     assert DROPS.total == 3 and any("channel layer full" in r.getMessage() for r in caplog.records)
+
+
+@pytest.mark.services
+def test_redis_layer_tells_every_socket_when_its_connection_came_back(require_redis, settings):
+    """A reconnection of the subscribed connection (Redis restarted: what was
+    published meanwhile is lost) reaches every socket of the process as
+    `layer.recovered`, even one whose queue is full; messages flow again."""
+    import asyncio
+    import uuid
+
+    from chat.layers import RECOVERED, RedisChannelLayer
+
+    layer = RedisChannelLayer(hosts=[settings.REDIS_URL], prefix=f"owlai-test-{uuid.uuid4().hex[:8]}", capacity=2)
+
+    async def scenario():
+        full, idle = await layer.new_channel(), await layer.new_channel()
+        await layer.group_add("conversation.z", full)
+        for n in range(2):
+            await layer.send(full, {"type": "turn.event", "event": {"n": n}})
+        loop_layer = layer._get_layer()
+        async with asyncio.timeout(10):
+            while loop_layer.channels[full].qsize() < 2:
+                await asyncio.sleep(0.01)
+        # The server drops the subscribed connection, as a restart would.
+        await loop_layer._shards[0]._redis.execute_command("CLIENT", "KILL", "TYPE", "pubsub")
+        async with asyncio.timeout(10):
+            idle_first = await layer.receive(idle)
+            from_full = [await layer.receive(full)]
+            while from_full[-1] != RECOVERED:
+                from_full.append(await layer.receive(full))
+        await layer.group_send("conversation.z", {"type": "turn.event", "event": {"n": 9}})
+        async with asyncio.timeout(10):
+            after = await layer.receive(full)
+        await layer.flush()
+        return idle_first, from_full, after
+
+    idle_first, from_full, after = async_to_sync(scenario)()
+    assert idle_first == RECOVERED
+    # The full queue made room for it (its oldest message went).
+    assert from_full == [{"type": "turn.event", "event": {"n": 1}}, RECOVERED]
+    assert after["event"] == {"n": 9}

@@ -12,7 +12,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from audit.models import ToolCallAudit
-from chat.agent import TurnCancelled, run_agent_loop
+from chat.agent import CANCELLED, TurnCancelled, run_agent_loop
 from chat.context import TurnContext
 from chat.executor import ToolResult
 from chat.llm import AssistantReply, ToolCall
@@ -187,7 +187,7 @@ def test_the_loop_stops_before_its_next_tool_call_keeping_what_ran(personas):
             execute=execute,
             emit=lambda *a: None,
             max_steps=3,
-            cancel_requested=lambda: flag["stop"],
+            interruption=lambda: CANCELLED if flag["stop"] else None,
         )
     assert calls == ["run_sql"]
     assert [m["role"] for m in stopped.value.new_messages] == ["assistant", "tool"]
