@@ -403,6 +403,11 @@ class ChatConsumer(AsyncWebsocketConsumer):
     async def turn_event(self, message: dict) -> None:
         await self._send_json(message["event"])
 
+    async def turn_events(self, message: dict) -> None:
+        """Events stored together (a turn's last ones), in order."""
+        for frame in message["events"]:
+            await self._send_json(frame)
+
     async def _send_json(self, frame: dict) -> None:
         if self.closing:
             return

@@ -45,11 +45,29 @@ def conversation_group(conversation_id_hex: str) -> str:
 def publish(group: str, frame: dict) -> None:
     """Best effort: the frame is already stored, a client that misses it
     resyncs. Never raises (a Redis outage must not fail a governed turn)."""
+    publish_all(group, [frame])
+
+
+def publish_all(group: str, frames: list[dict]) -> None:
+    """Frames stored together (a turn's last events) go out as one message;
+    the sockets send them one by one, in order. Best effort, as `publish`."""
+    if not frames:
+        return
+    if len(frames) == 1:
+        message = {"type": "turn.event", "event": frames[0]}
+    else:
+        message = {"type": "turn.events", "events": frames}
     try:
-        group_send_now(group, {"type": "turn.event", "event": frame})
+        group_send_now(group, message)
     except Exception as exc:
+        first = frames[0]
         logger.warning(
-            "could not publish %s #%s of turn %s: %s", frame.get("type"), frame.get("seq"), frame.get("turn_id"), exc
+            "could not publish %s #%s (and %d more) of turn %s: %s",
+            first.get("type"),
+            first.get("seq"),
+            len(frames) - 1,
+            first.get("turn_id"),
+            exc,
         )
 
 
@@ -66,7 +84,10 @@ class TurnEmitter:
     `message.delta` text is coalesced: pieces arriving within
     OWLAI_DELTA_COALESCE_SECONDS of the last stored delta are held and go
     out with the next piece or the next other event, so a fast model costs a
-    row per ~50 ms rather than a row per token."""
+    row per ~50 ms rather than a row per token. `message.completed` is held
+    too: it is followed by the next tool call or, most often, by the end of
+    the turn, which stores it in its own transaction (`take_held`) and sends
+    it with `turn.finished` as one message."""
 
     def __init__(self, *, group: str, turn_id: int, next_seq: int = 1) -> None:
         self.group = group
@@ -75,18 +96,41 @@ class TurnEmitter:
         self.lost = False
         self._pending: list[str] = []
         self._last_delta = 0.0
+        self._held: tuple[str, dict] | None = None  # a message.completed not yet stored
 
     def __call__(self, event_type: str, payload: dict) -> None:
-        if event_type == MESSAGE_DELTA:
+        if event_type == MESSAGE_DELTA and self._held is None:
             self._pending.append(payload.get("text", ""))
             if time.monotonic() - self._last_delta >= settings.OWLAI_DELTA_COALESCE_SECONDS:
-                self.flush()
+                self._flush_deltas()
             return
         self.flush()
+        if event_type == MESSAGE_COMPLETED:
+            self._held = (event_type, payload)
+            return
         self._store_and_publish(event_type, payload)
 
     def flush(self) -> None:
-        """Store and publish the held delta text, if any."""
+        """Store and publish what is held (delta text, a completed message)."""
+        self._flush_deltas()
+        if self._held is not None:
+            held, self._held = self._held, None
+            self._store_and_publish(*held)
+
+    def take_held(self) -> list[tuple[str, dict]]:
+        """What is held, for the caller to `record` in its own transaction
+        (before its own events) and publish after commit."""
+        held: list[tuple[str, dict]] = []
+        text = "".join(self._pending)
+        self._pending = []
+        if text:
+            held.append((MESSAGE_DELTA, {"text": text}))
+        if self._held is not None:
+            held.append(self._held)
+            self._held = None
+        return held
+
+    def _flush_deltas(self) -> None:
         if not self._pending:
             return
         text = "".join(self._pending)

@@ -319,7 +319,7 @@ def _finish(
     resync shows, nor the reverse. Conditional on the turn still running:
     when the recovery job already failed it (stale heartbeat), nothing is
     written and False is returned."""
-    emit.flush()
+    held = emit.take_held()  # e.g. the answer's message.completed: stored with the end
     with transaction.atomic():
         now = timezone.now()
         if not Turn.objects.filter(pk=turn.pk, status=TurnStatus.RUNNING).update(
@@ -338,11 +338,10 @@ def _finish(
             )
         stored = [
             emit.record(event_type, payload)
-            for event_type, payload in [*frames, (events.TURN_FINISHED, {"status": status})]
+            for event_type, payload in [*held, *frames, (events.TURN_FINISHED, {"status": status})]
         ]
     turn.status, turn.error, turn.finished_at = status, error, now
-    for frame in stored:
-        events.publish(emit.group, frame)
+    events.publish_all(emit.group, stored)
     return True
 
 

@@ -318,6 +318,9 @@ LOGGING = {
     "disable_existing_loggers": False,
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="INFO")},
+    # A line per model request at INFO (the URL, the status) is the client
+    # library's, not ours: noise in a worker's log, and its CPU on every turn.
+    "loggers": {name: {"level": "WARNING"} for name in ("httpx", "httpcore", "openai")},
 }
 
 # --- Model calls (chat.llm, chat.agent) ------------------------------------------

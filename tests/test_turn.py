@@ -54,7 +54,7 @@ models = ["cloud-model"]
 def events(monkeypatch):
     """The frames the turn published (each already stored: chat.events)."""
     captured: list[dict] = []
-    monkeypatch.setattr("chat.events.publish", lambda group, frame: captured.append(frame))
+    monkeypatch.setattr("chat.events.publish_all", lambda group, frames: captured.extend(frames))
     return captured
 
 

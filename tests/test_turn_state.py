@@ -28,7 +28,7 @@ def stored(turn) -> list[dict]:
 @pytest.fixture
 def published(monkeypatch):
     frames: list[dict] = []
-    monkeypatch.setattr("chat.events.publish", lambda group, frame: frames.append(frame))
+    monkeypatch.setattr("chat.events.publish_all", lambda group, published: frames.extend(published))
     return frames
 
 
@@ -65,12 +65,34 @@ def test_deltas_are_coalesced_not_stored_per_token(personas, settings, published
         emit("message.delta", {"text": token})
     emit("message.completed", {"text": "".join(tokens)})
     elapsed = time.monotonic() - started
+    # The completed message is held for the turn's end (or the next event).
+    assert not TurnEvent.objects.filter(turn=turn, type="message.completed").exists()
+    emit.flush()
     deltas = TurnEvent.objects.filter(turn=turn, type="message.delta")
     # The first piece goes out at once; then at most one row per 50 ms.
     assert 1 <= deltas.count() <= 2 + elapsed / 0.05
     assert deltas.count() < 50
     assert "".join(d.payload["text"] for d in deltas.order_by("seq")) == "".join(tokens)
     assert [f["seq"] for f in published] == list(range(1, deltas.count() + 2))
+    assert published[-1]["type"] == "message.completed"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_turns_last_events_are_stored_with_its_end_and_sent_as_one_message(personas, install_models, monkeypatch):
+    """The answer's last delta, message.completed and turn.finished are
+    written in the turn's final transaction and go out as one layer message,
+    in order; nothing of the turn is published twice."""
+    messages: list[dict] = []
+    monkeypatch.setattr("chat.events.group_send_now", lambda group, message: messages.append(message))
+    conversation = conversation_create(owner=personas.staff)
+    turn = turn_start(conversation=conversation, user=personas.staff, text="SELECT 1 AS one", model=None)
+    turn_run(turn_id=turn.pk)
+    last = messages[-1]
+    assert last["type"] == "turn.events"
+    assert [f["type"] for f in last["events"]][-2:] == ["message.completed", "turn.finished"]
+    sent = [m["event"] for m in messages[:-1]] + last["events"]
+    assert [f["seq"] for f in sent] == list(range(1, len(sent) + 1))
+    assert sent == stored(turn)
 
 
 @pytest.mark.django_db
@@ -264,9 +286,10 @@ def test_a_connecting_client_gets_the_state_from_the_database(personas, install_
 def test_a_gap_in_seq_is_filled_by_sync(personas, install_models, monkeypatch):
     """The layer drops a frame (here: every tool.finished); the client sees the
     gap and asks for the rest; nothing is lost."""
-    real_publish = chat_events.publish
+    real_publish_all = chat_events.publish_all
     monkeypatch.setattr(
-        "chat.events.publish", lambda group, frame: frame["type"] == "tool.finished" or real_publish(group, frame)
+        "chat.events.publish_all",
+        lambda group, frames: real_publish_all(group, [f for f in frames if f["type"] != "tool.finished"]),
     )
     cookie = session_cookie(personas.staff)
     conversation = conversation_create(owner=personas.staff)
