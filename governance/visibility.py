@@ -25,6 +25,7 @@ from typing import Any, NamedTuple
 
 from django.conf import settings
 from django.db import connection as db
+from django.db.models import Exists, OuterRef
 
 from governance.connectors.definitions import (
     SEPARATOR,
@@ -84,28 +85,35 @@ class TurnResources:
 
 def visible_resources(*, user_id: int, tier: str) -> TurnResources:
     try:
-        granted_connections = set(_grants_for(user_id).values_list("connection_id", flat=True))
-        granted_collections = set(
-            Role.document_collections.through.objects.filter(role__users__id=user_id).values_list(
-                "documentcollection_id", flat=True
+        # One query per kind, each row with whether a role of the user grants it.
+        connections = DbConnection.objects.annotate(
+            granted=Exists(_grants_for(user_id).filter(connection_id=OuterRef("pk")))
+        )
+        collections = DocumentCollection.objects.annotate(
+            granted=Exists(
+                Role.document_collections.through.objects.filter(
+                    documentcollection_id=OuterRef("pk"), role__users__id=user_id
+                )
             )
         )
+        connectors = Connector.objects.annotate(
+            granted=Exists(Role.connectors.through.objects.filter(connector_id=OuterRef("pk"), role__users__id=user_id))
+        )
         resources = TurnResources()
-        for connection in DbConnection.objects.order_by("name"):
-            sight = decide(tier=tier, exposure=connection.exposure, granted=connection.pk in granted_connections)
+        for connection in connections.order_by("name"):
+            sight = decide(tier=tier, exposure=connection.exposure, granted=connection.granted)
             if sight is Sight.ACCESSIBLE:
                 resources.connections.append(connection)
             elif sight is Sight.NAME_ONLY:
                 resources.unpermitted_connection_names.append(connection.name)
-        for collection in DocumentCollection.objects.order_by("name"):
-            sight = decide(tier=tier, exposure=collection.exposure, granted=collection.pk in granted_collections)
+        for collection in collections.order_by("name"):
+            sight = decide(tier=tier, exposure=collection.exposure, granted=collection.granted)
             if sight is Sight.ACCESSIBLE:
                 resources.collections.append(collection)
             elif sight is Sight.NAME_ONLY:
                 resources.unpermitted_collection_names.append(collection.name)
-        granted_connectors = _granted_connector_ids(user_id)
-        for connector in Connector.objects.order_by("name"):
-            sight = decide(tier=tier, exposure=connector.exposure, granted=connector.pk in granted_connectors)
+        for connector in connectors.order_by("name"):
+            sight = decide(tier=tier, exposure=connector.exposure, granted=connector.granted)
             if sight is Sight.ACCESSIBLE:
                 resources.connectors.append(connector)
             elif sight is Sight.NAME_ONLY:
@@ -207,10 +215,6 @@ TOOL_SEARCH = "search_connector_tools"
 TOOL_UNAVAILABLE = "no tool of that name is available"
 
 
-def _granted_connector_ids(user_id: int) -> set[int]:
-    return set(Role.connectors.through.objects.filter(role__users__id=user_id).values_list("connector_id", flat=True))
-
-
 @dataclass(frozen=True)
 class ConnectorToolView:
     """One connector tool as a turn may see and call it."""
@@ -264,11 +268,11 @@ def visible_connector_tools(*, user_id: int, tier: str) -> list[ConnectorToolVie
     one of the user's roles and visible to the tier; the tool active, with its
     reviewed definition, and not blocked. An error hides them all."""
     try:
-        granted = _granted_connector_ids(user_id)
+        allowed = Connector.objects.filter(
+            Exists(Role.connectors.through.objects.filter(connector_id=OuterRef("pk"), role__users__id=user_id))
+        )
         connectors = {
-            c.pk: c
-            for c in Connector.objects.filter(pk__in=granted)
-            if decide(tier=tier, exposure=c.exposure, granted=True) is Sight.ACCESSIBLE
+            c.pk: c for c in allowed if decide(tier=tier, exposure=c.exposure, granted=True) is Sight.ACCESSIBLE
         }
         tools = ConnectorTool.objects.filter(connector_id__in=connectors).order_by("connector__name", "slug")
         return [_view(connectors[t.connector_id], t) for t in tools if _offered(t)]
