@@ -21,12 +21,12 @@ from __future__ import annotations
 
 import re
 import uuid
-from functools import cache
 
 from django.conf import settings
 from django.db import connection, models, transaction
 
 from audit.models import FINAL_OUTCOMES, Origin, Outcome, ToolCallAudit, ToolCallOutcome
+from owlai.prepared import insert_fields, insert_sql
 
 
 class AuditWriteError(Exception):
@@ -140,20 +140,6 @@ def tool_call_outcome_write(
         raise AuditWriteError(f"audit record could not be written: {exc.__class__.__name__}") from exc
 
 
-@cache
-def _insert_fields(model: type[models.Model]) -> tuple:
-    return tuple(f for f in model._meta.concrete_fields if not f.primary_key)
-
-
-@cache
-def _insert_sql(model: type[models.Model]) -> str:
-    fields = _insert_fields(model)
-    return (
-        f"INSERT INTO {model._meta.db_table} ({', '.join(f.column for f in fields)})"
-        f" VALUES ({', '.join(['%s'] * len(fields))}) RETURNING {model._meta.pk.column}"
-    )
-
-
 def _timeouts_sql() -> str:
     lock_ms = int(getattr(settings, "OWLAI_AUDIT_LOCK_TIMEOUT_MS", 2000))
     statement_ms = int(getattr(settings, "OWLAI_AUDIT_STATEMENT_TIMEOUT_MS", 5000))
@@ -179,7 +165,7 @@ def _insert(row: models.Model) -> None:
             row.save(force_insert=True)
         return
     model = type(row)
-    values = [f.get_db_prep_save(f.pre_save(row, True), connection) for f in _insert_fields(model)]
+    values = [f.get_db_prep_save(f.pre_save(row, True), connection) for f in insert_fields(model)]
     if connection.in_atomic_block:
         with transaction.atomic(), connection.cursor() as cursor:
             # SET LOCAL would outlive the savepoint (until the caller's
@@ -187,7 +173,7 @@ def _insert(row: models.Model) -> None:
             cursor.execute(
                 "SELECT current_setting('lock_timeout'), current_setting('statement_timeout'); "
                 + _timeouts_sql()
-                + _insert_sql(model),
+                + insert_sql(model),
                 values,
             )
             previous = cursor.fetchone()
@@ -201,7 +187,7 @@ def _insert(row: models.Model) -> None:
         with connection.cursor() as cursor:
             # One round trip: several statements in one query string run as
             # one implicit transaction, committed when the last one succeeds.
-            cursor.execute(_timeouts_sql() + _insert_sql(model), values)
+            cursor.execute(_timeouts_sql() + insert_sql(model), values)
             while cursor.nextset():
                 pass
             (row.pk,) = cursor.fetchone()

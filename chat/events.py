@@ -21,6 +21,7 @@ from django.db import DatabaseError, IntegrityError, connection, transaction
 from django.utils import timezone
 
 from chat.layers import group_send_now
+from owlai import prepared
 
 logger = logging.getLogger(__name__)
 
@@ -145,7 +146,8 @@ class TurnEmitter:
         its frame; the caller publishes after commit. Raises on conflict."""
         from chat.models import TurnEvent
 
-        event = TurnEvent.objects.create(turn_id=self.turn_id, seq=self.next_seq, type=event_type, payload=payload)
+        event = TurnEvent(turn_id=self.turn_id, seq=self.next_seq, type=event_type, payload=payload)
+        prepared.insert(event)
         self.next_seq += 1
         return event.as_frame()
 

@@ -18,12 +18,12 @@ import threading
 import time
 from dataclasses import dataclass
 from datetime import timedelta
+from functools import cache
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import DatabaseError, connection, transaction
-from django.db.models import Max, OuterRef, Q, Subquery, Value
-from django.db.models.functions import Coalesce
+from django.db.models import Max, OuterRef, Q, Subquery
 from django.utils import timezone, translation
 from django.utils.translation import gettext as _
 
@@ -47,6 +47,7 @@ from chat.llm import ModelError, client_for
 from chat.models import Conversation, Message, MessageRole, Turn, TurnEvent, TurnStatus
 from chat.prompt import mention_note, mentioned_targets, turn_inputs
 from governance.models import Feature, FeatureDefault, LlmModel, Tier
+from owlai import prepared
 
 logger = logging.getLogger(__name__)
 
@@ -167,8 +168,9 @@ def turn_start(*, conversation: Conversation, user: AbstractBaseUser, text: str,
     # The language the whole turn runs in: the user's choice, else what the
     # socket's browser asked for (the active language here), else the default.
     language = language_for(user=user, fallback=translation.get_language())
-    turn = Turn.objects.create(conversation=locked, requested_model=(model or "")[:300], language=language)
-    Message.objects.create(conversation=locked, turn=turn, role=MessageRole.USER, content=text)
+    turn = Turn(conversation=locked, requested_model=(model or "")[:300], language=language)
+    prepared.insert(turn)
+    prepared.insert(Message(conversation=locked, turn=turn, role=MessageRole.USER, content=text))
     if not locked.title:
         locked.title = title_from_message(text)
     locked.save(update_fields=["title", "updated_at"])
@@ -328,13 +330,15 @@ def _finish(
             logger.warning("turn %s was finished elsewhere (recovery); dropping its %s result", turn.pk, status)
             return False
         for entry in messages:
-            Message.objects.create(
-                conversation=turn.conversation,
-                turn=turn,
-                role=entry["role"],
-                content=entry.get("content") or "",
-                tool_calls=entry.get("tool_calls", []),
-                tool_call_id=entry.get("tool_call_id", ""),
+            prepared.insert(
+                Message(
+                    conversation_id=turn.conversation_id,
+                    turn_id=turn.pk,
+                    role=entry["role"],
+                    content=entry.get("content") or "",
+                    tool_calls=entry.get("tool_calls", []),
+                    tool_call_id=entry.get("tool_call_id", ""),
+                )
             )
         stored = [
             emit.record(event_type, payload)
@@ -423,14 +427,18 @@ def turn_claim(*, turn_id: int) -> bool:
     """queued -> running, for exactly one worker. A duplicate delivery, a
     redelivered task after a worker died, or a turn the recovery job already
     failed all find it no longer queued and do nothing."""
-    now = timezone.now()
-    return bool(
-        Turn.objects.filter(pk=turn_id, status=TurnStatus.QUEUED).update(
-            # A turn resumed after an approval keeps its first start.
-            status=TurnStatus.RUNNING,
-            started_at=Coalesce("started_at", Value(now)),
-            heartbeat_at=now,
-        )
+    now = connection.ops.adapt_datetimefield_value(timezone.now())
+    # A turn resumed after an approval keeps its first start.
+    return bool(prepared.fetchall(_claim_sql(), [now, now, turn_id]))
+
+
+@cache
+def _claim_sql() -> str:
+    # Prepared: it runs on every turn (owlai.prepared).
+    table = Turn._meta.db_table
+    return (
+        f"UPDATE {table} SET status = '{TurnStatus.RUNNING}', started_at = COALESCE(started_at, %s),"
+        f" heartbeat_at = %s WHERE id = %s AND status = '{TurnStatus.QUEUED}' RETURNING id"
     )
 
 
@@ -670,14 +678,22 @@ def _interruption(turn_id: int, emit: events.TurnEmitter) -> str | None:
     one query: ABANDONED when it is no longer running (the recovery job
     failed it), its conversation was deleted, or its events can no longer be
     written as ours; CANCELLED when the owner pressed Stop."""
-    row = (
-        Turn.objects.filter(pk=turn_id).values_list("status", "cancel_requested_at", "conversation__deleted_at").first()
-    )
+    rows = prepared.fetchall(_interruption_sql(), [turn_id])
+    row = rows[0] if rows else None
     if row is None or row[0] != TurnStatus.RUNNING or row[2] is not None or emit.lost:
         return ABANDONED
     if row[1] is not None:
         return CANCELLED
     return None
+
+
+@cache
+def _interruption_sql() -> str:
+    # Prepared: it runs before every model and tool call (owlai.prepared).
+    return (
+        f"SELECT t.status, t.cancel_requested_at, c.deleted_at FROM {Turn._meta.db_table} t"
+        f" JOIN {Conversation._meta.db_table} c ON c.id = t.conversation_id WHERE t.id = %s"
+    )
 
 
 def _suspend(turn: Turn, emit: events.TurnEmitter, suspended: TurnSuspended, *, loaded: list[str]) -> bool:

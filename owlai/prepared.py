@@ -17,10 +17,11 @@ default (None) makes psycopg refuse to prepare anything.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import cache
 from typing import Any
 
 from django.conf import settings
-from django.db import connection
+from django.db import connection, models
 
 
 def enabled() -> bool:
@@ -41,3 +42,34 @@ def fetchall(sql: str, params: Sequence[Any]) -> list[tuple]:
     with connection.wrap_database_errors, psycopg.Cursor(connection.connection) as cursor:
         cursor.execute(sql, params, prepare=True)
         return cursor.fetchall()
+
+
+def insert(row: models.Model) -> None:
+    """INSERT one new row (its pk set from RETURNING), for the few models a
+    turn writes several times over (its events, its messages). The values
+    come from the model's fields (pre_save fills auto_now_add,
+    get_db_prep_save adapts JSON, UUIDs and times), so the model stays the one
+    definition of the row; the ORM's save path (signals, the generic insert
+    compiler) is skipped. Elsewhere than PostgreSQL: a plain save."""
+    if not enabled():
+        row.save(force_insert=True)
+        return
+    model = type(row)
+    values = [f.get_db_prep_save(f.pre_save(row, True), connection) for f in insert_fields(model)]
+    ((row.pk,),) = fetchall(insert_sql(model), values)
+    row._state.adding = False
+    row._state.db = connection.alias
+
+
+@cache
+def insert_fields(model: type[models.Model]) -> tuple:
+    return tuple(f for f in model._meta.concrete_fields if not f.primary_key)
+
+
+@cache
+def insert_sql(model: type[models.Model]) -> str:
+    fields = insert_fields(model)
+    return (
+        f"INSERT INTO {model._meta.db_table} ({', '.join(f.column for f in fields)})"
+        f" VALUES ({', '.join(['%s'] * len(fields))}) RETURNING {model._meta.pk.column}"
+    )
