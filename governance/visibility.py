@@ -25,7 +25,6 @@ from typing import Any, NamedTuple
 
 from django.conf import settings
 from django.db import connection as db
-from django.db.models import Exists, OuterRef
 
 from governance.connectors.definitions import (
     SEPARATOR,
@@ -85,34 +84,20 @@ class TurnResources:
 
 def visible_resources(*, user_id: int, tier: str) -> TurnResources:
     try:
-        # One query per kind, each row with whether a role of the user grants it.
-        connections = DbConnection.objects.annotate(
-            granted=Exists(_grants_for(user_id).filter(connection_id=OuterRef("pk")))
-        )
-        collections = DocumentCollection.objects.annotate(
-            granted=Exists(
-                Role.document_collections.through.objects.filter(
-                    documentcollection_id=OuterRef("pk"), role__users__id=user_id
-                )
-            )
-        )
-        connectors = Connector.objects.annotate(
-            granted=Exists(Role.connectors.through.objects.filter(connector_id=OuterRef("pk"), role__users__id=user_id))
-        )
         resources = TurnResources()
-        for connection in connections.order_by("name"):
+        for connection in _with_grant(DbConnection, user_id):
             sight = decide(tier=tier, exposure=connection.exposure, granted=connection.granted)
             if sight is Sight.ACCESSIBLE:
                 resources.connections.append(connection)
             elif sight is Sight.NAME_ONLY:
                 resources.unpermitted_connection_names.append(connection.name)
-        for collection in collections.order_by("name"):
+        for collection in _with_grant(DocumentCollection, user_id):
             sight = decide(tier=tier, exposure=collection.exposure, granted=collection.granted)
             if sight is Sight.ACCESSIBLE:
                 resources.collections.append(collection)
             elif sight is Sight.NAME_ONLY:
                 resources.unpermitted_collection_names.append(collection.name)
-        for connector in connectors.order_by("name"):
+        for connector in _with_grant(Connector, user_id):
             sight = decide(tier=tier, exposure=connector.exposure, granted=connector.granted)
             if sight is Sight.ACCESSIBLE:
                 resources.connectors.append(connector)
@@ -122,6 +107,35 @@ def visible_resources(*, user_id: int, tier: str) -> TurnResources:
     except Exception:
         logger.exception("visibility decision failed; hiding all resources")
         return TurnResources()
+
+
+def _with_grant(model, user_id: int) -> list:
+    """Every row of `model` by name, each with `granted`: whether a role of
+    the user grants it. One prepared statement per kind (every turn runs
+    them; planning the joins cost more than running them)."""
+    rows = prepared.fetchall(_with_grant_sql(model), [user_id])
+    found = []
+    for row in rows:
+        instance = prepared.instances(model, row)
+        instance.granted = bool(row[-1])
+        found.append(instance)
+    return found
+
+
+@cache
+def _with_grant_sql(model) -> str:
+    role_users = Role.users.through._meta.db_table
+    if model is DbConnection:
+        grants, column = DbGrant._meta.db_table, "connection_id"
+    elif model is DocumentCollection:
+        grants, column = Role.document_collections.through._meta.db_table, "documentcollection_id"
+    else:
+        grants, column = Role.connectors.through._meta.db_table, "connector_id"
+    granted = (
+        f"EXISTS (SELECT 1 FROM {grants} g JOIN {role_users} ru ON ru.role_id = g.role_id"
+        f" WHERE g.{column} = r.id AND ru.user_id = %s)"
+    )
+    return f"SELECT {prepared.columns(model, 'r')}, {granted} FROM {model._meta.db_table} r ORDER BY r.name"
 
 
 def _grants_for(user_id: int):
@@ -268,17 +282,30 @@ def visible_connector_tools(*, user_id: int, tier: str) -> list[ConnectorToolVie
     one of the user's roles and visible to the tier; the tool active, with its
     reviewed definition, and not blocked. An error hides them all."""
     try:
-        allowed = Connector.objects.filter(
-            Exists(Role.connectors.through.objects.filter(connector_id=OuterRef("pk"), role__users__id=user_id))
-        )
-        connectors = {
-            c.pk: c for c in allowed if decide(tier=tier, exposure=c.exposure, granted=True) is Sight.ACCESSIBLE
-        }
-        tools = ConnectorTool.objects.filter(connector_id__in=connectors).order_by("connector__name", "slug")
-        return [_view(connectors[t.connector_id], t) for t in tools if _offered(t)]
+        views = []
+        for row in prepared.fetchall(_allowed_tools_sql(), [user_id]):
+            tool = prepared.instances(ConnectorTool, row)
+            connector = prepared.instances(Connector, row, len(ConnectorTool._meta.concrete_fields))
+            if decide(tier=tier, exposure=connector.exposure, granted=True) is Sight.ACCESSIBLE and _offered(tool):
+                views.append(_view(connector, tool))
+        return views
     except Exception:
         logger.exception("connector tool visibility failed; hiding all connector tools")
         return []
+
+
+@cache
+def _allowed_tools_sql() -> str:
+    """The tools of every connector a role of user %s allows, with their
+    connector, by connector name and slug (prepared: every model call asks)."""
+    role_users, allowed = Role.users.through._meta.db_table, Role.connectors.through._meta.db_table
+    return (
+        f"SELECT {prepared.columns(ConnectorTool, 't')}, {prepared.columns(Connector, 'c')}"
+        f" FROM {ConnectorTool._meta.db_table} t JOIN {Connector._meta.db_table} c ON c.id = t.connector_id"
+        f" WHERE EXISTS (SELECT 1 FROM {allowed} a JOIN {role_users} ru ON ru.role_id = a.role_id"
+        " WHERE a.connector_id = c.id AND ru.user_id = %s)"
+        " ORDER BY c.name, t.slug"
+    )
 
 
 class ConnectorToolDecision(NamedTuple):

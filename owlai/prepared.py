@@ -73,3 +73,29 @@ def insert_sql(model: type[models.Model]) -> str:
         f"INSERT INTO {model._meta.db_table} ({', '.join(f.column for f in fields)})"
         f" VALUES ({', '.join(['%s'] * len(fields))}) RETURNING {model._meta.pk.column}"
     )
+
+
+def columns(model: type[models.Model], alias: str) -> str:
+    """The select list for `instances`: every concrete column of `model`, in order."""
+    return ", ".join(f"{alias}.{f.column}" for f in model._meta.concrete_fields)
+
+
+def instances(model: type[models.Model], row: Sequence[Any], start: int = 0) -> models.Model:
+    """The `model` instance in `row[start:]` (selected with `columns`), its
+    values converted as the ORM would (JSON decoded, times made aware)."""
+    values = row[start : start + len(model._meta.concrete_fields)]
+    converted = []
+    for value, (col, converters) in zip(values, _converters(model), strict=True):
+        for converter in converters:
+            value = converter(value, col, connection)
+        converted.append(value)
+    return model.from_db(connection.alias, None, converted)
+
+
+@cache
+def _converters(model: type[models.Model]) -> tuple:
+    fields = []
+    for field in model._meta.concrete_fields:
+        col = field.get_col(model._meta.db_table)
+        fields.append((col, tuple(connection.ops.get_db_converters(col) + field.get_db_converters(connection))))
+    return tuple(fields)
