@@ -23,7 +23,7 @@ from functools import cache
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import DatabaseError, connection, transaction
-from django.db.models import Max, OuterRef, Q, Subquery
+from django.db.models import Max, Q
 from django.utils import timezone, translation
 from django.utils.translation import gettext as _
 
@@ -46,7 +46,7 @@ from chat.executor.tools.connectors import connector_turn
 from chat.llm import ModelError, client_for
 from chat.models import Conversation, Message, MessageRole, Turn, TurnEvent, TurnStatus
 from chat.prompt import mention_note, mentioned_targets, turn_inputs
-from governance.models import Feature, FeatureDefault, LlmModel, Tier
+from governance.models import Feature, FeatureDefault, LlmModel, Provider, Tier
 from owlai import prepared
 
 logger = logging.getLogger(__name__)
@@ -244,13 +244,31 @@ def resolve_turn_model(*, turn: Turn) -> ResolvedModel:
     elif conversation.model_id:
         model = LlmModel.objects.select_related("provider").filter(pk=conversation.model_id).first()
     else:
-        default = FeatureDefault.objects.select_related("model__provider").filter(feature=Feature.CHAT).first()
-        model = default.model if default else None
+        model = _chat_default_model()
     if model is None or not model.usable:
         raise ModelUnresolvable
     if model.provider.tier not in Tier.values:
         raise ModelUnresolvable
     return ResolvedModel(model=model, tier=model.provider.tier)
+
+
+def _chat_default_model() -> LlmModel | None:
+    """The chat default with its provider (a prepared statement: most turns ask)."""
+    rows = prepared.fetchall(_chat_default_sql(), [Feature.CHAT])
+    if not rows:
+        return None
+    model = prepared.instances(LlmModel, rows[0])
+    model.provider = prepared.instances(Provider, rows[0], len(LlmModel._meta.concrete_fields))
+    return model
+
+
+@cache
+def _chat_default_sql() -> str:
+    return (
+        f"SELECT {prepared.columns(LlmModel, 'm')}, {prepared.columns(Provider, 'p')}"
+        f" FROM {FeatureDefault._meta.db_table} f JOIN {LlmModel._meta.db_table} m ON m.id = f.model_id"
+        f" JOIN {Provider._meta.db_table} p ON p.id = m.provider_id WHERE f.feature = %s"
+    )
 
 
 def mention_tier(*, conversation: Conversation, model_ref: str) -> str | None:
@@ -283,10 +301,8 @@ def _lookup_model(ref: str) -> LlmModel | None:
 def _history(conversation: Conversation, turn: Turn) -> list[dict]:
     """Model-facing history: completed turns, then this turn's user message."""
     entries: list[dict] = []
-    qs = Message.objects.filter(conversation=conversation).filter(
-        turn__status=TurnStatus.COMPLETED
-    ) | Message.objects.filter(turn=turn)
-    for message in qs.order_by("created_at", "id"):
+    rows = prepared.fetchall(_history_sql(), [_conversation_key(conversation.pk), turn.pk])
+    for message in (prepared.instances(Message, row) for row in rows):
         if message.role == MessageRole.TOOL:
             entries.append({"role": "tool", "tool_call_id": message.tool_call_id, "content": message.content})
         elif message.role == MessageRole.ASSISTANT:
@@ -297,6 +313,17 @@ def _history(conversation: Conversation, turn: Turn) -> list[dict]:
         else:
             entries.append({"role": "user", "content": message.content})
     return entries
+
+
+@cache
+def _history_sql() -> str:
+    # Prepared: every turn sends the history again.
+    return (
+        f"SELECT {prepared.columns(Message, 'm')} FROM {Message._meta.db_table} m"
+        f" JOIN {Turn._meta.db_table} t ON t.id = m.turn_id"
+        f" WHERE m.conversation_id = %s AND (t.status = '{TurnStatus.COMPLETED}' OR t.id = %s)"
+        " ORDER BY m.created_at, m.id"
+    )
 
 
 def _emitter_for(turn: Turn) -> events.TurnEmitter:
@@ -446,9 +473,7 @@ def turn_run(*, turn_id: int) -> None:
     if not turn_claim(turn_id=turn_id):
         logger.info("turn %s is not queued (duplicate delivery, already run, or gone); nothing to do", turn_id)
         return
-    # With the turn, the last number its events took (a resumed turn has some).
-    last_seq = TurnEvent.objects.filter(turn_id=OuterRef("pk")).order_by("-seq").values("seq")[:1]
-    turn = Turn.objects.select_related("conversation__owner").annotate(last_seq=Subquery(last_seq)).get(pk=turn_id)
+    turn = _claimed_turn(turn_id)
     # Everything the turn says (rejections, failures, the executor's reasons,
     # the demo model's replies) is in the language resolved at turn start.
     with TurnHeartbeat(turn.pk), translation.override(turn_language(turn)):
@@ -462,10 +487,47 @@ def turn_run(*, turn_id: int) -> None:
                 _run(turn)
         finally:
             # Deleted while this turn ran: what the turn put in the vault goes too.
-            if Conversation.objects.filter(pk=turn.conversation_id, deleted_at__isnull=False).exists():
+            if prepared.fetchall(_deleted_sql(), [_conversation_key(turn.conversation_id)]):
                 from chat.models import VaultEntry
 
                 VaultEntry.objects.filter(conversation_id=turn.conversation_id).delete()
+
+
+def _claimed_turn(turn_id: int) -> Turn:
+    """The turn with its conversation and owner, and `last_seq`: the last
+    number its events took (a resumed turn has some). One prepared statement."""
+    (row,) = prepared.fetchall(_claimed_turn_sql(), [turn_id])
+    user_model = Conversation._meta.get_field("owner").related_model
+    turn = prepared.instances(Turn, row)
+    conversation = prepared.instances(Conversation, row, len(Turn._meta.concrete_fields))
+    conversation.owner = prepared.instances(
+        user_model, row, len(Turn._meta.concrete_fields) + len(Conversation._meta.concrete_fields)
+    )
+    turn.conversation = conversation
+    turn.last_seq = row[-1]
+    return turn
+
+
+@cache
+def _claimed_turn_sql() -> str:
+    user_model = Conversation._meta.get_field("owner").related_model
+    return (
+        f"SELECT {prepared.columns(Turn, 't')}, {prepared.columns(Conversation, 'c')},"
+        f" {prepared.columns(user_model, 'u')},"
+        f" (SELECT MAX(e.seq) FROM {TurnEvent._meta.db_table} e WHERE e.turn_id = t.id)"
+        f" FROM {Turn._meta.db_table} t JOIN {Conversation._meta.db_table} c ON c.id = t.conversation_id"
+        f" JOIN {user_model._meta.db_table} u ON u.{user_model._meta.pk.column} = c.owner_id WHERE t.id = %s"
+    )
+
+
+def _conversation_key(conversation_id):
+    """A conversation id as a raw statement's parameter (a UUID is text on SQLite)."""
+    return Conversation._meta.pk.get_db_prep_value(conversation_id, connection)
+
+
+@cache
+def _deleted_sql() -> str:
+    return f"SELECT 1 FROM {Conversation._meta.db_table} WHERE id = %s AND deleted_at IS NOT NULL"
 
 
 def turn_language(turn: Turn) -> str:
