@@ -9,11 +9,14 @@ language resolved when it started (chat.services.turn_start).
 
 from __future__ import annotations
 
+from functools import cache
+
 from django.conf import settings
 from django.utils import translation
 from django.utils.translation.trans_real import parse_accept_lang_header
 
 from accounts.models import UserPreference
+from owlai import prepared
 
 
 def supported_language(code: str | None) -> str | None:
@@ -44,8 +47,14 @@ def user_language(*, user) -> str:
     """The language the user chose, or "" when they never chose one."""
     if user is None or not getattr(user, "is_authenticated", False):
         return ""
-    stored = UserPreference.objects.filter(user_id=user.pk).values_list("language", flat=True).first()
-    return supported_language(stored) or ""
+    rows = prepared.fetchall(_preference_sql(), [user.pk])
+    return supported_language(rows[0][0] if rows else None) or ""
+
+
+@cache
+def _preference_sql() -> str:
+    # Prepared: every turn start asks.
+    return f"SELECT language FROM {UserPreference._meta.db_table} WHERE user_id = %s"
 
 
 def language_for(*, user, fallback: str | None) -> str:

@@ -151,10 +151,11 @@ def turn_start(*, conversation: Conversation, user: AbstractBaseUser, text: str,
     # Lock the conversation so two sockets cannot start two turns at once;
     # everything below reads the locked row (the caller's copy may be stale:
     # renamed, deleted).
-    locked = Conversation.objects.select_for_update().filter(pk=conversation.pk).first()
+    rows = prepared.fetchall(_lock_sql(connection.features.has_select_for_update), [_conversation_key(conversation.pk)])
+    locked = prepared.instances(Conversation, rows[0]) if rows else None
     if locked is None or locked.deleted_at is not None:
         raise TurnRefused(_("This conversation was deleted."))
-    if Turn.objects.filter(conversation=locked, status__in=ACTIVE_STATUSES).exists():
+    if rows[0][-1]:  # a turn of it is queued, running or waiting for an approval
         # A turn whose worker died must not block the conversation until the
         # next recovery round (or forever, in the embedded profile without
         # beat); likewise an approval request left unanswered past its expiry
@@ -173,8 +174,29 @@ def turn_start(*, conversation: Conversation, user: AbstractBaseUser, text: str,
     prepared.insert(Message(conversation=locked, turn=turn, role=MessageRole.USER, content=text))
     if not locked.title:
         locked.title = title_from_message(text)
-    locked.save(update_fields=["title", "updated_at"])
+    locked.updated_at = timezone.now()
+    prepared.fetchall(
+        _touch_sql(),
+        [locked.title, connection.ops.adapt_datetimefield_value(locked.updated_at), _conversation_key(locked.pk)],
+    )
     return turn
+
+
+@cache
+def _lock_sql(for_update: bool) -> str:
+    """The conversation, locked, and whether a turn of it is active (prepared:
+    every turn starts here)."""
+    statuses = ", ".join(f"'{status}'" for status in ACTIVE_STATUSES)
+    return (
+        f"SELECT {prepared.columns(Conversation, 'c')}, EXISTS (SELECT 1 FROM {Turn._meta.db_table} t"
+        f" WHERE t.conversation_id = c.id AND t.status IN ({statuses}))"
+        f" FROM {Conversation._meta.db_table} c WHERE c.id = %s" + (" FOR UPDATE OF c" if for_update else "")
+    )
+
+
+@cache
+def _touch_sql() -> str:
+    return f"UPDATE {Conversation._meta.db_table} SET title = %s, updated_at = %s WHERE id = %s RETURNING id"
 
 
 class TurnCancelRefused(Exception):

@@ -313,6 +313,9 @@ if OWLAI_CONVERSATION_IDLE_DAYS < 1 or OWLAI_CONVERSATION_DELETED_DAYS < 1:
 # Defaults to a key derived from SECRET_KEY; set it to rotate independently.
 OWLAI_FIELD_KEY = env.str("OWLAI_FIELD_KEY", default="")
 
+# Django's database sessions, read with a prepared statement (accounts.sessions).
+SESSION_ENGINE = "accounts.sessions"
+
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
