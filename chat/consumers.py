@@ -58,6 +58,7 @@ import time
 import uuid
 from importlib import import_module
 
+from channels.consumer import get_handler_name
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
@@ -163,6 +164,17 @@ class ChatConsumer(AsyncWebsocketConsumer):
     # Set once the socket is being closed for a limit: nothing more is sent.
     closing = False
     _protocol = None
+
+    async def dispatch(self, message: dict) -> None:
+        """Upstream first closes stale database connections of the process's
+        one synchronous thread, a hop to that thread before every message.
+        This consumer touches the database only through `off_loop`, which
+        closes its own connection before and after each call, so a relayed
+        turn event costs no thread hop."""
+        handler = getattr(self, get_handler_name(message), None)
+        if handler is None:
+            raise ValueError(f"No handler for message type {message['type']}")
+        await handler(message)
 
     async def connect(self) -> None:
         self._frames = TokenBucket(settings.OWLAI_WS_FRAMES_PER_SECOND, settings.OWLAI_WS_FRAME_BURST)
