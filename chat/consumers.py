@@ -77,7 +77,7 @@ from chat.services import (
     turn_events_after,
     turn_start,
 )
-from chat.tasks import enqueue_turn
+from chat.tasks import enqueue_turn, run_turn
 
 logger = logging.getLogger(__name__)
 
@@ -336,15 +336,12 @@ class ChatConsumer(AsyncWebsocketConsumer):
             await self._close_for_limit(CLOSE_UNAUTHENTICATED)
             return
         if ref is not None:
-            # Only to this socket, before any event of the turn: the page
-            # now knows its message was taken (and clears the box).
+            # Only to this socket, before any event of the turn (the worker's
+            # events wait in this consumer's queue until this handler
+            # returns): the page now knows its message was taken.
             await self._send_json({"type": "turn.started", "turn_id": turn.pk, "ref": ref})
-        try:
-            await enqueue_turn(turn.pk)
-        except Exception as exc:
-            # The broker is away (Redis restarting). The turn is stored as
-            # queued; the recovery job enqueues it again (chat.services).
-            logger.warning("turn %s stored but not enqueued: %s", turn.pk, exc)
+        if settings.CELERY_TASK_ALWAYS_EAGER:
+            await enqueue_turn(turn.pk)  # in this process, on this event loop
 
     async def _turn_cancel(self, payload: dict, ref: str | None) -> None:
         """{"type": "turn.cancel"} (optionally "turn_id"): Stop. The turn ends
@@ -457,12 +454,22 @@ class ChatConsumer(AsyncWebsocketConsumer):
 
     @off_loop
     def _start(self, text: str, model: str | None):
-        """The new turn, or None when the session has ended (see _session_alive)."""
+        """The new turn, or None when the session has ended (see
+        _session_alive). With a broker the turn is handed to a worker here,
+        once stored, in the same trip off the event loop."""
         if not self._session_alive_now():
             return None
         with translation.override(self.language):
             # turn_start reads the conversation afresh under its lock.
-            return turn_start(conversation=self.conversation, user=self.scope["user"], text=text, model=model)
+            turn = turn_start(conversation=self.conversation, user=self.scope["user"], text=text, model=model)
+        if not settings.CELERY_TASK_ALWAYS_EAGER:
+            try:
+                run_turn.delay(turn.pk)
+            except Exception as exc:
+                # The broker is away (Redis restarting). The turn is stored as
+                # queued; the recovery job enqueues it again (chat.services).
+                logger.warning("turn %s stored but not enqueued: %s", turn.pk, exc)
+        return turn
 
     @off_loop
     def _session_alive(self) -> bool:
