@@ -373,9 +373,7 @@ def _finish(
     held = emit.take_held()  # e.g. the answer's message.completed: stored with the end
     with transaction.atomic():
         now = timezone.now()
-        if not Turn.objects.filter(pk=turn.pk, status=TurnStatus.RUNNING).update(
-            status=status, error=error, finished_at=now, loop_state=None
-        ):
+        if not prepared.fetchall(_end_sql(), [status, error, connection.ops.adapt_datetimefield_value(now), turn.pk]):
             logger.warning("turn %s was finished elsewhere (recovery); dropping its %s result", turn.pk, status)
             return False
         for entry in messages:
@@ -542,6 +540,31 @@ def _claimed_turn_sql() -> str:
     )
 
 
+@cache
+def _pin_sql(with_model: bool) -> str:
+    """Pin the conversation's tier (and model), unless deleted or already
+    pinned to another tier (prepared: every turn)."""
+    model = ", model_id = %s" if with_model else ""
+    return (
+        f"UPDATE {Conversation._meta.db_table} SET tier = %s, updated_at = %s{model}"
+        " WHERE id = %s AND deleted_at IS NULL AND (tier = '' OR tier = %s) RETURNING id"
+    )
+
+
+@cache
+def _turn_model_sql() -> str:
+    return f"UPDATE {Turn._meta.db_table} SET model_name = %s, provider_name = %s, tier = %s WHERE id = %s RETURNING id"
+
+
+@cache
+def _end_sql() -> str:
+    """A running turn's end (conditional: the recovery job may have ended it)."""
+    return (
+        f"UPDATE {Turn._meta.db_table} SET status = %s, error = %s, finished_at = %s, loop_state = NULL"
+        f" WHERE id = %s AND status = '{TurnStatus.RUNNING}' RETURNING id"
+    )
+
+
 def _conversation_key(conversation_id):
     """A conversation id as a raw statement's parameter (a UUID is text on SQLite)."""
     return Conversation._meta.pk.get_db_prep_value(conversation_id, connection)
@@ -576,14 +599,12 @@ def _run(turn: Turn) -> None:
     # 2. A conversation keeps the tier it started with: one conditional
     # UPDATE pins it (or finds it pinned to this tier); only a refusal reads
     # why.
-    pin = {"tier": resolved.tier, "updated_at": timezone.now()}
+    now = connection.ops.adapt_datetimefield_value(timezone.now())
+    key = _conversation_key(conversation.pk)
     if turn.requested_model:
-        pin["model"] = resolved.model
-    pinned = (
-        Conversation.objects.filter(pk=conversation.pk, deleted_at__isnull=True)
-        .filter(Q(tier="") | Q(tier=resolved.tier))
-        .update(**pin)
-    )
+        pinned = prepared.fetchall(_pin_sql(True), [resolved.tier, now, resolved.model.pk, key, resolved.tier])
+    else:
+        pinned = prepared.fetchall(_pin_sql(False), [resolved.tier, now, key, resolved.tier])
     reject_reason = ""
     if not pinned:
         current = Conversation.objects.filter(pk=conversation.pk).values_list("tier", "deleted_at").first()
@@ -601,7 +622,7 @@ def _run(turn: Turn) -> None:
     turn.model_name = model.name
     turn.provider_name = model.provider.name
     turn.tier = resolved.tier
-    turn.save(update_fields=["model_name", "provider_name", "tier"])
+    prepared.fetchall(_turn_model_sql(), [turn.model_name, turn.provider_name, turn.tier, turn.pk])
     ctx = TurnContext(
         user_id=conversation.owner_id,
         username=conversation.owner.get_username(),
