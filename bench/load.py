@@ -344,15 +344,27 @@ async def _converse(port: int, cookie: str, conversation_id, args) -> list[tuple
     """One conversation: its turns one after the other, as a user would. A
     turn not finished within --timeout is (None, timeout): stuck."""
     from websockets.asyncio.client import connect
+    from websockets.exceptions import InvalidMessage, InvalidStatus
 
     outcomes: list[tuple[str | None, float]] = []
-    async with connect(
-        f"ws://127.0.0.1:{port}/ws/chat/{conversation_id}/",
-        additional_headers={"Cookie": f"sessionid={cookie}"},
-        origin=f"http://127.0.0.1:{port}",
-        open_timeout=60,
-        max_size=None,
-    ) as ws:
+    # As the chat page does: a handshake the server dropped (daphne closes a
+    # socket whose consumer has not accepted within its connect timeout, as
+    # happens when hundreds connect at once) is tried again after a backoff.
+    for attempt in range(6):
+        try:
+            socket = await connect(
+                f"ws://127.0.0.1:{port}/ws/chat/{conversation_id}/",
+                additional_headers={"Cookie": f"sessionid={cookie}"},
+                origin=f"http://127.0.0.1:{port}",
+                open_timeout=60,
+                max_size=None,
+            )
+            break
+        except (OSError, EOFError, InvalidMessage, InvalidStatus, TimeoutError):
+            if attempt == 5:
+                raise
+            await asyncio.sleep(0.5 * 2**attempt)
+    async with socket as ws:
         # The server's first frame is the conversation's state: a turn in it
         # (the warm-up's) is not one of these.
         first = json.loads(await asyncio.wait_for(ws.recv(), args.timeout))
