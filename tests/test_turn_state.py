@@ -36,7 +36,13 @@ def published(monkeypatch):
 
 
 @pytest.mark.django_db
-def test_every_event_is_stored_and_published_with_its_turn_and_seq(personas, install_models, published):
+@pytest.mark.parametrize("prepared_statements", [True, False], ids=["prepared", "client-bound"])
+def test_every_event_is_stored_and_published_with_its_turn_and_seq(
+    personas, install_models, published, settings, prepared_statements
+):
+    # The turn's statements run prepared on PostgreSQL, and as plain
+    # statements where that is off (PgBouncer) or impossible (SQLite).
+    settings.OWLAI_PREPARED_STATEMENTS = prepared_statements
     conversation = conversation_create(owner=personas.staff)
     turn = turn_start(
         conversation=conversation, user=personas.staff, text="@sales SELECT name FROM customers", model=None
