@@ -31,9 +31,7 @@ def sentinel(tmp_path):
         procs.append(master)
         wait_for_port(master_port, master, master_log)
         config = tmp_path / "sentinel.conf"
-        config.write_text(
-            f"port {sentinel_port}\nbind 127.0.0.1\nsentinel monitor owlai 127.0.0.1 {master_port} 1\n"
-        )
+        config.write_text(f"port {sentinel_port}\nbind 127.0.0.1\nsentinel monitor owlai 127.0.0.1 {master_port} 1\n")
         sentinel_log = tmp_path / "sentinel.log"
         proc = subprocess.Popen(
             ["redis-server", str(config), "--sentinel"], stdout=sentinel_log.open("w"), stderr=subprocess.STDOUT
