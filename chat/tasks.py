@@ -69,17 +69,13 @@ def _run_in_process(turn_id: int) -> None:
 
 
 async def enqueue_turn(turn_id: int) -> None:
-    """Hand a turn to a worker. In the embedded profile (eager tasks) it runs
-    in a thread of this process, so the socket stays responsive and events
-    published through the in-memory layer reach it on this event loop."""
-    if settings.CELERY_TASK_ALWAYS_EAGER:
-        task = asyncio.get_running_loop().create_task(sync_to_async(_run_in_process, thread_sensitive=False)(turn_id))
-        _in_process.add(task)
-        task.add_done_callback(_in_process.discard)
-    else:
-        # Not on the process's single thread-sensitive thread: a broker
-        # round trip per turn start would queue every socket behind it.
-        await sync_to_async(run_turn.delay, thread_sensitive=False)(turn_id)
+    """Run a turn in this process: the embedded profile (eager tasks) has no
+    worker. It runs in a thread, so the socket stays responsive and events
+    published through the in-memory layer reach it on this event loop. With
+    a broker, callers send the task themselves (`run_turn.delay`)."""
+    task = asyncio.get_running_loop().create_task(sync_to_async(_run_in_process, thread_sensitive=False)(turn_id))
+    _in_process.add(task)
+    task.add_done_callback(_in_process.discard)
 
 
 def resume_turn_soon(turn_id: int) -> None:
