@@ -56,17 +56,16 @@ import json
 import logging
 import time
 import uuid
-from importlib import import_module
 
 from channels.consumer import get_handler_name
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
 from django.utils import translation
-from django.utils.crypto import constant_time_compare
 from django.utils.translation import gettext as _
 
 from accounts.language import browser_language
+from accounts.sessions import session_signs_in
 from chat import events
 from chat.models import Conversation
 from chat.services import (
@@ -478,22 +477,9 @@ class ChatConsumer(AsyncWebsocketConsumer):
     def _session_alive_now(self) -> bool:
         """The socket was authenticated when it opened; a session that has
         ended since (logout, expiry, a password change) must not start, stop
-        or read turns. Read afresh from the session store, as a request would."""
-        from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY, load_backend
-
+        or read turns. Read afresh from the database, as a request would."""
         session = self.scope.get("session")
-        key = getattr(session, "session_key", None)
-        if not key:
-            return False
-        data = import_module(settings.SESSION_ENGINE).SessionStore(session_key=key).load()
-        if str(data.get(SESSION_KEY, "")) != str(self.scope["user"].pk):
-            return False
-        backend_path = data.get(BACKEND_SESSION_KEY, "")
-        if backend_path not in settings.AUTHENTICATION_BACKENDS:
-            return False
-        user = load_backend(backend_path).get_user(self.scope["user"].pk)
-        stored_hash = data.get(HASH_SESSION_KEY) or ""
-        return user is not None and constant_time_compare(stored_hash, user.get_session_auth_hash())
+        return session_signs_in(session_key=getattr(session, "session_key", None), user_id=self.scope["user"].pk)
 
     @off_loop
     def _cancel(self, turn_id: int | None) -> str:

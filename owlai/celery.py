@@ -6,8 +6,17 @@ import os
 from celery import Celery
 from celery.backends.base import DisabledBackend
 from celery.signals import worker_init, worker_ready
+from kombu.transport import TRANSPORT_ALIASES
+
+from owlai.broker import TRANSPORTS
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "owlai.settings")
+
+# Every Redis broker URL (redis://, rediss://, sentinel://, whichever settings
+# module names it) uses the transport that reuses its Redis client
+# (owlai.broker). Registered before any connection is made: kombu resolves a
+# scheme once and caches the class.
+TRANSPORT_ALIASES.update(TRANSPORTS)
 
 
 class _Celery(Celery):

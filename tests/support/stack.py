@@ -81,6 +81,36 @@ def process_env(config_path: Path, *, db_user: str | None = None, **extra: str) 
     }
 
 
+@contextlib.contextmanager
+def sentinel_redis(tmp_path: Path):
+    """A redis-server and a Sentinel monitoring it (master name "owlai"), on
+    free loopback ports; yields the channel layer's Sentinel host entry."""
+    master_port, sentinel_port = free_port(), free_port()
+    procs = []
+    try:
+        master_log = tmp_path / "master.log"
+        master = subprocess.Popen(
+            ["redis-server", "--port", str(master_port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
+            stdout=master_log.open("w"),
+            stderr=subprocess.STDOUT,
+        )
+        procs.append(master)
+        wait_for_port(master_port, master, master_log)
+        config = tmp_path / "sentinel.conf"
+        config.write_text(f"port {sentinel_port}\nbind 127.0.0.1\nsentinel monitor owlai 127.0.0.1 {master_port} 1\n")
+        sentinel_log = tmp_path / "sentinel.log"
+        proc = subprocess.Popen(
+            ["redis-server", str(config), "--sentinel"], stdout=sentinel_log.open("w"), stderr=subprocess.STDOUT
+        )
+        procs.append(proc)
+        wait_for_port(sentinel_port, proc, sentinel_log)
+        yield {"master_name": "owlai", "sentinels": [("127.0.0.1", sentinel_port)]}
+    finally:
+        for proc in procs:
+            proc.terminate()
+            proc.wait(10)
+
+
 class Stack:
     def __init__(self, tmp_path: Path, env: dict[str, str]) -> None:
         self.tmp = tmp_path
