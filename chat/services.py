@@ -426,18 +426,30 @@ class _Heartbeats:
     def remove(self, turn_id: int) -> None:
         with self._cond:
             self._turns.pop(turn_id, None)
+            if not self._turns:
+                self._cond.notify()  # the thread ends and closes its connection
         with self._beating:  # no beat of this turn lands after it left
             pass
 
     def _run(self) -> None:
+        # A turn's claim writes its first heartbeat, so a turn joining does
+        # not call for a beat: beats keep their interval, whatever the number
+        # of turns starting (one UPDATE per turn start was most of this
+        # thread's work under load).
+        last_beat = time.monotonic()
         try:
             while True:
                 with self._cond:
                     if not self._turns:
                         self._thread = None
                         return
-                    self._cond.wait(settings.OWLAI_TURN_HEARTBEAT_SECONDS)
                     now = time.monotonic()
+                    # Read each time: a shorter interval applies at once.
+                    due = last_beat + settings.OWLAI_TURN_HEARTBEAT_SECONDS
+                    if now < due:
+                        self._cond.wait(due - now)
+                        continue
+                    last_beat = now
                     self._beating.acquire()
                     ids = [turn_id for turn_id, until in self._turns.items() if until > now]
                 try:

@@ -255,6 +255,30 @@ def test_the_heartbeat_is_renewed_while_the_turn_runs(personas, settings):
     assert Turn.objects.get(pk=turn.pk).heartbeat_at == renewed  # stops with the turn
 
 
+@pytest.mark.django_db(transaction=True)
+def test_turns_joining_do_not_call_for_extra_beats(personas, settings):
+    """Beats keep their interval however many turns start: a turn's claim
+    wrote its first heartbeat, so one joining is beaten with the others."""
+    from chat.services import TurnHeartbeat
+
+    settings.OWLAI_TURN_HEARTBEAT_SECONDS = 1.0
+    conversation = conversation_create(owner=personas.staff)
+    first = Turn.objects.create(conversation=conversation, status=TurnStatus.QUEUED)
+    assert turn_claim(turn_id=first.pk)
+    claimed_at = Turn.objects.get(pk=first.pk).heartbeat_at
+    with TurnHeartbeat(first.pk):
+        for _ in range(3):
+            time.sleep(0.1)
+            other = Turn.objects.create(conversation=conversation, status=TurnStatus.QUEUED)
+            assert turn_claim(turn_id=other.pk)
+            with TurnHeartbeat(other.pk):
+                pass
+        time.sleep(0.2)
+        assert Turn.objects.get(pk=first.pk).heartbeat_at == claimed_at  # no beat yet
+        time.sleep(1.0)
+        assert Turn.objects.get(pk=first.pk).heartbeat_at > claimed_at  # the interval's beat
+
+
 # --- the websocket: state on connect, sync, gap -> replay ----------------------------
 
 
