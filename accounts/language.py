@@ -57,10 +57,19 @@ def _preference_sql() -> str:
     return f"SELECT language FROM {UserPreference._meta.db_table} WHERE user_id = %s"
 
 
-def language_for(*, user, fallback: str | None) -> str:
-    """The language to use for this user now: their choice, else `fallback`
-    (what their browser asked for), else the default."""
-    return user_language(user=user) or supported_language(fallback) or settings.LANGUAGE_CODE
+def language_from(*, stored: str | None, fallback: str | None) -> str:
+    """The language to use for a user now: their `stored` choice (as
+    `user_language` reads it, or a statement of the caller's with
+    `stored_language_sql`), else `fallback` (what their browser asked for),
+    else the default."""
+    return supported_language(stored) or supported_language(fallback) or settings.LANGUAGE_CODE
+
+
+@cache
+def stored_language_sql() -> str:
+    """A scalar subquery (one parameter: the user's id) for the user's stored
+    choice, so that a hot path reads it in a statement it runs anyway."""
+    return f"({_preference_sql()})"
 
 
 def user_language_set(*, user, language: str) -> None:

@@ -174,8 +174,13 @@ models = ["inhouse-model"]
         print(
             f"N={r['n']}: {r['finished']}/{r['expected']} turns finished ({r['completed']} completed), "
             f"{r['rate']:.1f} turns/s, overhead p50 {r['p50']:.0f} ms, p95 {r['p95']:.0f} ms, p99 {r['p99']:.0f} ms, "
-            f"(waiting for a worker p50 {r['queue_p50']:.0f} / p95 {r['queue_p95']:.0f} ms, "
-            f"worker time less the model p50 {r['work_p50']:.0f} / p95 {r['work_p95']:.0f} ms), "
+            f"(web start p50 {r['web_start_p50']:.0f} / p95 {r['web_start_p95']:.0f} ms, "
+            f"waiting for a worker p50 {r['queue_p50']:.0f} / p95 {r['queue_p95']:.0f} ms, "
+            f"worker time less the model p50 {r['work_p50']:.0f} / p95 {r['work_p95']:.0f} ms: "
+            f"before the call {r['before_p50']:.0f} / {r['before_p95']:.0f}, "
+            f"the call less the model {r['call_p50']:.0f} / {r['call_p95']:.0f}, "
+            f"after the answer began {r['after_p50']:.0f} / {r['after_p95']:.0f} ms, "
+            f"end to client p50 {r['relay_p50']:.0f} / p95 {r['relay_p95']:.0f} ms), "
             f"CPU per turn: web {r['cpu_web_ms']:.0f} ms, workers {r['cpu_workers_ms']:.0f} ms, "
             f"model/redis/beat {r['cpu_other_ms']:.0f} ms, PostgreSQL {r['cpu_db_ms']:.0f} ms, "
             f"clients {r['cpu_client_ms']:.0f} ms, "
@@ -292,16 +297,37 @@ def measure(
 def _phases(conversations: list, delay: float, since) -> dict:
     """Where the overhead went, from the turns' own timestamps: waiting for a
     worker (created -> claimed) and the worker's own time less the model's
-    (claimed -> finished - delay); the rest of a client's latency is the web
-    server and the socket."""
+    (claimed -> finished - delay), split at the turn's stored events into
+    before the model call (claimed -> `turn.accepted`), the call less the
+    model's delay (-> first `message.delta`) and after the answer began
+    (-> `turn.finished`); the rest of a client's latency is the web server and
+    the socket."""
+    from django.db.models import Max, Min, Q
+
     from chat.models import Turn
 
-    queued, worked = [], []
-    measured = Turn.objects.filter(conversation_id__in=conversations, created_at__gte=since)
-    for created, started, finished in measured.values_list("created_at", "started_at", "finished_at"):
+    queued, worked, before, call, after, web_start, relay = [], [], [], [], [], [], []
+    measured = Turn.objects.filter(conversation_id__in=conversations, created_at__gte=since).annotate(
+        accepted=Min("events__created_at", filter=Q(events__type="turn.accepted")),
+        first_delta=Min("events__created_at", filter=Q(events__type="message.delta")),
+        last_event=Max("events__created_at"),
+    )
+    rows = measured.values_list(
+        "pk", "created_at", "started_at", "finished_at", "accepted", "first_delta", "last_event"
+    )
+    for pk, created, started, finished, accepted, first_delta, last_event in rows:
+        sent_at, started_seen, finished_seen = CLIENT_TIMES.get(pk, (None, None, None))
+        if sent_at and started_seen:
+            web_start.append((started_seen - sent_at) * 1000)
+        if finished_seen and last_event:
+            relay.append((finished_seen - last_event.timestamp()) * 1000)
         if started and finished:
             queued.append((started - created).total_seconds() * 1000)
             worked.append(max(0.0, (finished - started).total_seconds() - delay) * 1000)
+        if started and accepted and first_delta and last_event:
+            before.append((accepted - started).total_seconds() * 1000)
+            call.append(max(0.0, (first_delta - accepted).total_seconds() - delay) * 1000)
+            after.append((last_event - first_delta).total_seconds() * 1000)
 
     def p(values: list[float], q: float) -> float:
         values = sorted(values) or [float("nan")]
@@ -312,8 +338,23 @@ def _phases(conversations: list, delay: float, since) -> dict:
         "queue_p95": p(queued, 95),
         "work_p50": p(worked, 50),
         "work_p95": p(worked, 95),
+        "before_p50": p(before, 50),
+        "before_p95": p(before, 95),
+        "call_p50": p(call, 50),
+        "call_p95": p(call, 95),
+        "after_p50": p(after, 50),
+        "after_p95": p(after, 95),
+        "web_start_p50": p(web_start, 50),
+        "web_start_p95": p(web_start, 95),
+        "relay_p50": p(relay, 50),
+        "relay_p95": p(relay, 95),
     }
 
+
+# Wall-clock times the clients saw, per turn id: sent `turn.start`, got
+# `turn.started` (the web process stored and handed over the turn), got the
+# turn's end. Same machine, same clock as the database's timestamps.
+CLIENT_TIMES: dict[int, tuple[float, float | None, float]] = {}
 
 # A client that hears nothing for this long asks the server for the state.
 IDLE_RESYNC_SECONDS = 5.0
@@ -371,8 +412,11 @@ async def _converse(port: int, cookie: str, conversation_id, args) -> list[tuple
         turn = first.get("turn") if first.get("type") == "state" else None
         last_turn = (turn or {}).get("turn_id") or 0
         for i in range(args.turns):
-            await ws.send(json.dumps({"type": "turn.start", "text": f"고객이 몇 명이야? ({i})"}))
+            ref = uuid.uuid4().hex
+            sent_at = time.time()
+            await ws.send(json.dumps({"type": "turn.start", "text": f"고객이 몇 명이야? ({i})", "ref": ref}))
             sent = time.monotonic()
+            started_at = None
             try:
                 async with asyncio.timeout(args.timeout):
                     while True:
@@ -383,10 +427,13 @@ async def _converse(port: int, cookie: str, conversation_id, args) -> list[tuple
                             # dropped; the database says where the turn is.
                             await ws.send(json.dumps({"type": "sync"}))
                             continue
+                        if frame.get("type") == "turn.started" and frame.get("ref") == ref:
+                            started_at = time.time()
                         finished = _finished(frame, last_turn)
                         if finished:
                             last_turn, status = finished
                             outcomes.append((status, time.monotonic() - sent))
+                            CLIENT_TIMES[last_turn] = (sent_at, started_at, time.time())
                             break
             except TimeoutError:
                 outcomes.append((None, args.timeout))

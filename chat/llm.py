@@ -167,8 +167,15 @@ class _Watchdog:
         """A data event arrived: the idle clock restarts (never past the total)."""
         with self._cond:
             self._phase = IDLE
-            self._phase_deadline = time.monotonic() + self._limits.idle_seconds
-            self._cond.notify()
+            deadline = time.monotonic() + self._limits.idle_seconds
+            earlier = deadline < self._phase_deadline
+            self._phase_deadline = deadline
+            if earlier:
+                # Only a deadline moved earlier needs the thread awake (the
+                # first data event, when idle is shorter than first byte); a
+                # later one it finds when it wakes for the old one. Waking it
+                # on every chunk cost a thread switch per chunk.
+                self._cond.notify()
 
     def check(self) -> None:
         """The reader's own clock check, so a drip of bytes cannot outrun the watchdog."""

@@ -27,7 +27,7 @@ from django.db.models import Max, Q
 from django.utils import timezone, translation
 from django.utils.translation import gettext as _
 
-from accounts.language import language_for
+from accounts.language import language_from, stored_language_sql
 from audit.services import AuditWriteError
 from chat import events
 from chat.agent import ABANDONED, CANCELLED, LoopState, TurnAbandoned, TurnCancelled, TurnSuspended, run_agent_loop
@@ -150,12 +150,14 @@ def turn_start(*, conversation: Conversation, user: AbstractBaseUser, text: str,
         )
     # Lock the conversation so two sockets cannot start two turns at once;
     # everything below reads the locked row (the caller's copy may be stale:
-    # renamed, deleted).
-    rows = prepared.fetchall(_lock_sql(connection.features.has_select_for_update), [_conversation_key(conversation.pk)])
+    # renamed, deleted). The same statement reads the user's language.
+    key = _conversation_key(conversation.pk)
+    rows = prepared.fetchall(_lock_sql(connection.features.has_select_for_update), [user.pk, key])
     locked = prepared.instances(Conversation, rows[0]) if rows else None
     if locked is None or locked.deleted_at is not None:
         raise TurnRefused(_("This conversation was deleted."))
-    if rows[0][-1]:  # a turn of it is queued, running or waiting for an approval
+    active, stored_language = rows[0][-2:]
+    if active:  # a turn of it is queued, running or waiting for an approval
         # A turn whose worker died must not block the conversation until the
         # next recovery round (or forever, in the embedded profile without
         # beat); likewise an approval request left unanswered past its expiry
@@ -168,28 +170,40 @@ def turn_start(*, conversation: Conversation, user: AbstractBaseUser, text: str,
             raise TurnRefused(_("A turn is already running in this conversation."))
     # The language the whole turn runs in: the user's choice, else what the
     # socket's browser asked for (the active language here), else the default.
-    language = language_for(user=user, fallback=translation.get_language())
+    language = language_from(stored=stored_language, fallback=translation.get_language())
     turn = Turn(conversation=locked, requested_model=(model or "")[:300], language=language)
-    prepared.insert(turn)
-    prepared.insert(Message(conversation=locked, turn=turn, role=MessageRole.USER, content=text))
+    message = Message(conversation=locked, turn=turn, role=MessageRole.USER, content=text)
     if not locked.title:
         locked.title = title_from_message(text)
     locked.updated_at = timezone.now()
-    prepared.fetchall(
-        _touch_sql(),
-        [locked.title, connection.ops.adapt_datetimefield_value(locked.updated_at), _conversation_key(locked.pk)],
-    )
+    touch = [locked.title, connection.ops.adapt_datetimefield_value(locked.updated_at), key]
+    if _start_in_one_statement():
+        # The turn, its message and the conversation's title and time in one
+        # statement (data-modifying WITH): one round trip on the hot path.
+        message_values = prepared.insert_values(message)
+        del message_values[_message_turn_index()]  # the new turn's id, from the statement itself
+        ((turn_pk, message_pk),) = prepared.fetchall(
+            _start_sql(), [*prepared.insert_values(turn), *message_values, *touch]
+        )
+        prepared.inserted(turn, turn_pk)
+        message.turn = turn
+        prepared.inserted(message, message_pk)
+    else:
+        prepared.insert(turn)
+        message.turn = turn
+        prepared.insert(message)
+        prepared.fetchall(_touch_sql(), touch)
     return turn
 
 
 @cache
 def _lock_sql(for_update: bool) -> str:
-    """The conversation, locked, and whether a turn of it is active (prepared:
-    every turn starts here)."""
+    """The conversation, locked, whether a turn of it is active, and the
+    user's stored language (prepared: every turn starts here)."""
     statuses = ", ".join(f"'{status}'" for status in ACTIVE_STATUSES)
     return (
         f"SELECT {prepared.columns(Conversation, 'c')}, EXISTS (SELECT 1 FROM {Turn._meta.db_table} t"
-        f" WHERE t.conversation_id = c.id AND t.status IN ({statuses}))"
+        f" WHERE t.conversation_id = c.id AND t.status IN ({statuses})), {stored_language_sql()}"
         f" FROM {Conversation._meta.db_table} c WHERE c.id = %s" + (" FOR UPDATE OF c" if for_update else "")
     )
 
@@ -197,6 +211,32 @@ def _lock_sql(for_update: bool) -> str:
 @cache
 def _touch_sql() -> str:
     return f"UPDATE {Conversation._meta.db_table} SET title = %s, updated_at = %s WHERE id = %s RETURNING id"
+
+
+def _start_in_one_statement() -> bool:
+    return connection.vendor == "postgresql"  # SQLite has no INSERT in WITH
+
+
+@cache
+def _message_turn_index() -> int:
+    return [f.name for f in prepared.insert_fields(Message)].index("turn")
+
+
+@cache
+def _start_sql() -> str:
+    """PostgreSQL: INSERT the turn, INSERT its user message (with the new
+    turn's id) and touch the conversation (`_touch_sql`), in one statement;
+    returns the two new ids."""
+    turn_sql = prepared.insert_sql(Turn)
+    fields = prepared.insert_fields(Message)
+    selected = ["new_turn.id" if f.name == "turn" else "%s" for f in fields]
+    return (
+        f"WITH new_turn AS ({turn_sql}),"
+        f" new_message AS (INSERT INTO {Message._meta.db_table} ({', '.join(f.column for f in fields)})"
+        f" SELECT {', '.join(selected)} FROM new_turn RETURNING {Message._meta.pk.column}),"
+        f" touched AS ({_touch_sql()})"
+        f" SELECT new_turn.id, new_message.{Message._meta.pk.column} FROM new_turn, new_message"
+    )
 
 
 class TurnCancelRefused(Exception):

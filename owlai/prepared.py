@@ -54,9 +54,18 @@ def insert(row: models.Model) -> None:
     if not enabled():
         row.save(force_insert=True)
         return
-    model = type(row)
-    values = [f.get_db_prep_save(f.pre_save(row, True), connection) for f in insert_fields(model)]
-    ((row.pk,),) = fetchall(insert_sql(model), values)
+    ((pk,),) = fetchall(insert_sql(type(row)), insert_values(row))
+    inserted(row, pk)
+
+
+def insert_values(row: models.Model) -> list:
+    """The parameters of `insert_sql(type(row))` for `row`."""
+    return [f.get_db_prep_save(f.pre_save(row, True), connection) for f in insert_fields(type(row))]
+
+
+def inserted(row: models.Model, pk) -> None:
+    """Mark `row` as stored under `pk` (after an INSERT of this module)."""
+    row.pk = pk
     row._state.adding = False
     row._state.db = connection.alias
 

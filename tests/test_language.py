@@ -14,7 +14,7 @@ from channels.testing import WebsocketCommunicator
 from django.test import Client
 from django.utils import translation
 
-from accounts.language import browser_language, language_for, user_language, user_language_set
+from accounts.language import browser_language, language_from, user_language, user_language_set
 from accounts.models import UserPreference
 from chat.demo_model import extract_sql
 from chat.models import Turn
@@ -157,10 +157,11 @@ def test_without_a_choice_the_browser_decides(django_user_model):
         client.force_login(user)
         assert client.get("/")["Content-Language"] == expected
     assert not UserPreference.objects.filter(user=user).exists()
-    assert language_for(user=user, fallback="en") == "en"
-    assert language_for(user=user, fallback=None) == "ko"
+    assert language_from(stored=user_language(user=user), fallback="en") == "en"
+    assert language_from(stored=user_language(user=user), fallback=None) == "ko"
     user_language_set(user=user, language="en")
-    assert language_for(user=user, fallback="ko") == "en"
+    assert language_from(stored=user_language(user=user), fallback="ko") == "en"
+    assert language_from(stored="xx", fallback="xx") == "ko"
 
 
 # --- A whole turn, in the user's language ----------------------------------------------

@@ -486,3 +486,31 @@ def test_a_bad_history_budget_stops_the_config(value):
             '[[providers]]\nname = "p"\nkind = "offline-demo"\ntier = "private"\n'
             f'models = [{{ name = "m", history_chars = {value} }}]\n'
         )
+
+
+def test_the_watchdog_is_woken_only_when_a_deadline_moves_earlier(monkeypatch):
+    """Each chunk restarts the idle clock; the watchdog thread needs waking
+    only when that moves its deadline earlier (the first chunk, with idle
+    shorter than first byte), not once per chunk."""
+    import threading
+
+    from chat.llm import _Watchdog
+
+    notified: list = []
+
+    class Counting(type(threading.Condition())):
+        def notify(self, n=1):
+            notified.append(self)
+            super().notify(n)
+
+    monkeypatch.setattr("chat.llm.threading.Condition", Counting)
+    limits = ModelLimits(**{**FAST.__dict__, "first_byte_seconds": 5.0, "idle_seconds": 2.0, "total_seconds": 10.0})
+    watchdog = _Watchdog(limits, time.monotonic() + limits.total_seconds)
+    try:
+        for _ in range(100):
+            watchdog.progress()
+        assert [cond for cond in notified if cond is watchdog._cond] == [watchdog._cond]
+    finally:
+        watchdog.stop()
+    watchdog._thread.join(5)
+    assert not watchdog._thread.is_alive() and watchdog.expired is None

@@ -13,10 +13,11 @@ from datetime import timedelta
 
 import pytest
 from asgiref.sync import async_to_sync
+from django.conf import settings
 from django.utils import timezone
 
 from chat import events as chat_events
-from chat.models import Turn, TurnEvent, TurnStatus
+from chat.models import Conversation, Turn, TurnEvent, TurnStatus
 from chat.services import conversation_create, turn_claim, turn_run, turn_start, turns_recover
 from tests.test_websocket import communicator, receive_until, session_cookie
 
@@ -496,3 +497,44 @@ def test_redis_layer_tells_every_socket_when_its_connection_came_back(require_re
     # The full queue made room for it (its oldest message went).
     assert from_full == [{"type": "turn.event", "event": {"n": 1}}, RECOVERED]
     assert after["event"] == {"n": 9}
+
+
+# One statement: PostgreSQL only; make test's SQLite pass runs the other case.
+START_PATHS = [True, False] if settings.DATABASES["default"]["ENGINE"].endswith("postgresql") else [False]
+
+
+@pytest.mark.django_db
+@pytest.mark.embedded
+@pytest.mark.parametrize("one_statement", START_PATHS, ids=lambda one: "one-statement" if one else "three-statements")
+@pytest.mark.parametrize("prepared_statements", [True, False], ids=["prepared", "client-bound"])
+def test_a_turn_start_stores_the_turn_its_message_title_and_language(
+    personas, monkeypatch, settings, one_statement, prepared_statements
+):
+    """PostgreSQL stores a turn's start in one statement; elsewhere (SQLite)
+    in three: both store the same rows."""
+    from django.utils import translation
+
+    from accounts.language import user_language_set
+    from chat.models import Message
+
+    monkeypatch.setattr("chat.services._start_in_one_statement", lambda: one_statement)
+    settings.OWLAI_PREPARED_STATEMENTS = prepared_statements
+    conversation = conversation_create(owner=personas.staff)
+    before = Conversation.objects.get(pk=conversation.pk).updated_at
+    with translation.override("ko"):
+        first = turn_start(conversation=conversation, user=personas.staff, text="  첫 질문입니다  ", model="m-1")
+    stored = Turn.objects.get(pk=first.pk)
+    assert (stored.status, stored.requested_model, stored.language) == (TurnStatus.QUEUED, "m-1", "ko")
+    assert first.conversation_id == conversation.pk and not first._state.adding
+    [message] = Message.objects.filter(turn=stored)
+    assert (message.role, message.content, message.conversation_id) == ("user", "첫 질문입니다", conversation.pk)
+    after = Conversation.objects.get(pk=conversation.pk)
+    assert after.title == "첫 질문입니다" and after.updated_at > before
+    # The user's stored choice wins over the browser's; a title stays.
+    Turn.objects.filter(pk=first.pk).update(status=TurnStatus.COMPLETED)
+    user_language_set(user=personas.staff, language="en")
+    with translation.override("ko"):
+        second = turn_start(conversation=conversation, user=personas.staff, text="second", model=None)
+    assert Turn.objects.get(pk=second.pk).language == "en"
+    assert Message.objects.get(turn_id=second.pk).content == "second"
+    assert Conversation.objects.get(pk=conversation.pk).title == "첫 질문입니다"
