@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import time
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 from django.conf import settings
 from django.db import DatabaseError, IntegrityError, connection, transaction
@@ -22,6 +23,9 @@ from django.utils import timezone
 
 from chat.layers import group_send_now
 from owlai import prepared
+
+if TYPE_CHECKING:
+    from chat.models import TurnEvent as TurnEventRow
 
 logger = logging.getLogger(__name__)
 
@@ -139,6 +143,15 @@ class TurnEmitter:
         self._last_delta = time.monotonic()
         if text:
             self._store_and_publish(MESSAGE_DELTA, {"text": text})
+
+    def numbered(self, event_type: str, payload: dict) -> TurnEventRow:
+        """The next event as a row to INSERT, numbered; the caller stores it
+        (and sets `next_seq` back should that fail)."""
+        from chat.models import TurnEvent
+
+        event = TurnEvent(turn_id=self.turn_id, seq=self.next_seq, type=event_type, payload=payload)
+        self.next_seq += 1
+        return event
 
     def record(self, event_type: str, payload: dict) -> dict:
         """Store one event inside the caller's transaction (which decides,

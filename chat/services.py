@@ -411,28 +411,36 @@ def _finish(
     when the recovery job already failed it (stale heartbeat), nothing is
     written and False is returned."""
     held = emit.take_held()  # e.g. the answer's message.completed: stored with the end
-    with transaction.atomic():
-        now = timezone.now()
-        if not prepared.fetchall(_end_sql(), [status, error, connection.ops.adapt_datetimefield_value(now), turn.pk]):
-            logger.warning("turn %s was finished elsewhere (recovery); dropping its %s result", turn.pk, status)
-            return False
-        for entry in messages:
-            prepared.insert(
-                Message(
-                    conversation_id=turn.conversation_id,
-                    turn_id=turn.pk,
-                    role=entry["role"],
-                    content=entry.get("content") or "",
-                    tool_calls=entry.get("tool_calls", []),
-                    tool_call_id=entry.get("tool_call_id", ""),
-                )
-            )
-        stored = [
-            emit.record(event_type, payload)
-            for event_type, payload in [*held, *frames, (events.TURN_FINISHED, {"status": status})]
-        ]
+    now = timezone.now()
+    rows = [
+        Message(
+            conversation_id=turn.conversation_id,
+            turn_id=turn.pk,
+            role=entry["role"],
+            content=entry.get("content") or "",
+            tool_calls=entry.get("tool_calls", []),
+            tool_call_id=entry.get("tool_call_id", ""),
+        )
+        for entry in messages
+    ]
+    first_seq = emit.next_seq
+    stored = [
+        emit.numbered(event_type, payload)
+        for event_type, payload in [*held, *frames, (events.TURN_FINISHED, {"status": status})]
+    ]
+    ended_params = [status, error, connection.ops.adapt_datetimefield_value(now), turn.pk]
+    try:
+        # The end, the messages and the events: one statement on PostgreSQL.
+        ended = prepared.update_and_insert(_end_sql(), ended_params, [*rows, *stored])
+    except BaseException:
+        emit.next_seq = first_seq
+        raise
+    if not ended:
+        emit.next_seq = first_seq
+        logger.warning("turn %s was finished elsewhere (recovery); dropping its %s result", turn.pk, status)
+        return False
     turn.status, turn.error, turn.finished_at = status, error, now
-    events.publish_all(emit.group, stored)
+    events.publish_all(emit.group, [event.as_frame() for event in stored])
     return True
 
 
@@ -522,13 +530,20 @@ class TurnHeartbeat:
         _HEARTBEATS.remove(self.turn_id)
 
 
-def turn_claim(*, turn_id: int) -> bool:
-    """queued -> running, for exactly one worker. A duplicate delivery, a
-    redelivered task after a worker died, or a turn the recovery job already
-    failed all find it no longer queued and do nothing."""
+def turn_claim(*, turn_id: int) -> Turn | None:
+    """queued -> running, for exactly one worker: the claimed turn (with its
+    conversation, owner and `last_seq`, see `_claimed_turn`), or None. A
+    duplicate delivery, a redelivered task after a worker died, or a turn the
+    recovery job already failed all find it no longer queued and do nothing."""
     now = connection.ops.adapt_datetimefield_value(timezone.now())
     # A turn resumed after an approval keeps its first start.
-    return bool(prepared.fetchall(_claim_sql(), [now, now, turn_id]))
+    if connection.vendor == "postgresql":
+        # The claim and the read in one statement (data-modifying WITH).
+        rows = prepared.fetchall(_claim_and_read_sql(), [now, now, turn_id])
+        return _claimed_turn(rows[0]) if rows else None
+    if not prepared.fetchall(_claim_sql(), [now, now, turn_id]):
+        return None
+    return _claimed_turn(prepared.fetchall(_claimed_turn_sql("t"), [turn_id])[0])
 
 
 @cache
@@ -537,15 +552,20 @@ def _claim_sql() -> str:
     table = Turn._meta.db_table
     return (
         f"UPDATE {table} SET status = '{TurnStatus.RUNNING}', started_at = COALESCE(started_at, %s),"
-        f" heartbeat_at = %s WHERE id = %s AND status = '{TurnStatus.QUEUED}' RETURNING id"
+        f" heartbeat_at = %s WHERE id = %s AND status = '{TurnStatus.QUEUED}' RETURNING *"
     )
 
 
+@cache
+def _claim_and_read_sql() -> str:
+    return f"WITH claimed AS ({_claim_sql()}) " + _claimed_turn_sql("claimed")
+
+
 def turn_run(*, turn_id: int) -> None:
-    if not turn_claim(turn_id=turn_id):
+    turn = turn_claim(turn_id=turn_id)
+    if turn is None:
         logger.info("turn %s is not queued (duplicate delivery, already run, or gone); nothing to do", turn_id)
         return
-    turn = _claimed_turn(turn_id)
     # Everything the turn says (rejections, failures, the executor's reasons,
     # the demo model's replies) is in the language resolved at turn start.
     with TurnHeartbeat(turn.pk), translation.override(turn_language(turn)):
@@ -565,10 +585,10 @@ def turn_run(*, turn_id: int) -> None:
                 VaultEntry.objects.filter(conversation_id=turn.conversation_id).delete()
 
 
-def _claimed_turn(turn_id: int) -> Turn:
+def _claimed_turn(row) -> Turn:
     """The turn with its conversation and owner, and `last_seq`: the last
-    number its events took (a resumed turn has some). One prepared statement."""
-    (row,) = prepared.fetchall(_claimed_turn_sql(), [turn_id])
+    number its events took (a resumed turn has some), from a row of
+    `_claimed_turn_sql`."""
     user_model = Conversation._meta.get_field("owner").related_model
     turn = prepared.instances(Turn, row)
     conversation = prepared.instances(Conversation, row, len(Turn._meta.concrete_fields))
@@ -581,14 +601,18 @@ def _claimed_turn(turn_id: int) -> Turn:
 
 
 @cache
-def _claimed_turn_sql() -> str:
+def _claimed_turn_sql(source: str) -> str:
+    """The claimed turn read from `source`: the turn table (filtered by id,
+    one parameter) or the claim's WITH."""
     user_model = Conversation._meta.get_field("owner").related_model
+    where = " WHERE t.id = %s" if source == "t" else ""
+    table = Turn._meta.db_table if source == "t" else source
     return (
         f"SELECT {prepared.columns(Turn, 't')}, {prepared.columns(Conversation, 'c')},"
         f" {prepared.columns(user_model, 'u')},"
         f" (SELECT MAX(e.seq) FROM {TurnEvent._meta.db_table} e WHERE e.turn_id = t.id)"
-        f" FROM {Turn._meta.db_table} t JOIN {Conversation._meta.db_table} c ON c.id = t.conversation_id"
-        f" JOIN {user_model._meta.db_table} u ON u.{user_model._meta.pk.column} = c.owner_id WHERE t.id = %s"
+        f" FROM {table} t JOIN {Conversation._meta.db_table} c ON c.id = t.conversation_id"
+        f" JOIN {user_model._meta.db_table} u ON u.{user_model._meta.pk.column} = c.owner_id{where}"
     )
 
 
@@ -606,6 +630,15 @@ def _pin_sql(with_model: bool) -> str:
 @cache
 def _turn_model_sql() -> str:
     return f"UPDATE {Turn._meta.db_table} SET model_name = %s, provider_name = %s, tier = %s WHERE id = %s RETURNING id"
+
+
+@cache
+def _pin_and_record_sql(with_model: bool) -> str:
+    """`_pin_sql`, and only if it pinned, `_turn_model_sql`: one statement."""
+    return (
+        f"WITH pinned AS ({_pin_sql(with_model)}) {_turn_model_sql().removesuffix(' RETURNING id')}"
+        " AND EXISTS (SELECT 1 FROM pinned) RETURNING id"
+    )
 
 
 @cache
@@ -651,12 +684,20 @@ def _run(turn: Turn) -> None:
     # 2. A conversation keeps the tier it started with: one conditional
     # UPDATE pins it (or finds it pinned to this tier); only a refusal reads
     # why.
+    # The same statement records the turn's model (PostgreSQL: data-modifying
+    # WITH; elsewhere a second statement).
     now = connection.ops.adapt_datetimefield_value(timezone.now())
     key = _conversation_key(conversation.pk)
-    if turn.requested_model:
-        pinned = prepared.fetchall(_pin_sql(True), [resolved.tier, now, resolved.model.pk, key, resolved.tier])
+    model = resolved.model
+    with_model = bool(turn.requested_model)
+    pin = [resolved.tier, now, model.pk, key, resolved.tier] if with_model else [resolved.tier, now, key, resolved.tier]
+    turn_model = [model.name, model.provider.name, resolved.tier, turn.pk]
+    if connection.vendor == "postgresql":
+        pinned = prepared.fetchall(_pin_and_record_sql(with_model), [*pin, *turn_model])
     else:
-        pinned = prepared.fetchall(_pin_sql(False), [resolved.tier, now, key, resolved.tier])
+        pinned = prepared.fetchall(_pin_sql(with_model), pin)
+        if pinned:
+            prepared.fetchall(_turn_model_sql(), turn_model)
     reject_reason = ""
     if not pinned:
         current = Conversation.objects.filter(pk=conversation.pk).values_list("tier", "deleted_at").first()
@@ -670,11 +711,9 @@ def _run(turn: Turn) -> None:
         _reject(turn, emit, reject_reason)
         return
 
-    model = resolved.model
     turn.model_name = model.name
     turn.provider_name = model.provider.name
     turn.tier = resolved.tier
-    prepared.fetchall(_turn_model_sql(), [turn.model_name, turn.provider_name, turn.tier, turn.pk])
     ctx = TurnContext(
         user_id=conversation.owner_id,
         username=conversation.owner.get_username(),

@@ -21,7 +21,7 @@ from functools import cache
 from typing import Any
 
 from django.conf import settings
-from django.db import connection, models
+from django.db import connection, models, transaction
 
 
 def enabled() -> bool:
@@ -108,3 +108,34 @@ def _converters(model: type[models.Model]) -> tuple:
         col = field.get_col(model._meta.db_table)
         fields.append((col, tuple(connection.ops.get_db_converters(col) + field.get_db_converters(connection))))
     return tuple(fields)
+
+
+def update_and_insert(update_sql: str, update_params: Sequence[Any], rows: Sequence[models.Model]) -> bool:
+    """Run `update_sql` (an UPDATE of at most one row, `... RETURNING id`)
+    and, only if it matched, INSERT `rows` (new model instances; their pks
+    stay unset): on PostgreSQL in one statement (data-modifying WITH), so
+    atomic without a transaction, and one round trip; elsewhere as separate
+    statements in one transaction. Returns whether it matched."""
+    if connection.vendor != "postgresql":
+        with transaction.atomic():
+            if not fetchall(update_sql, update_params):
+                return False
+            for row in rows:
+                row.save(force_insert=True)
+            return True
+    params = [*update_params]
+    for row in rows:
+        params.extend(insert_values(row))
+    return bool(fetchall(_update_and_insert_sql(update_sql, tuple(type(row) for row in rows)), params))
+
+
+@cache
+def _update_and_insert_sql(update_sql: str, shapes: tuple[type[models.Model], ...]) -> str:
+    parts = [f"updated AS ({update_sql})"]
+    for n, model in enumerate(shapes):
+        fields = insert_fields(model)
+        parts.append(
+            f"row{n} AS (INSERT INTO {model._meta.db_table} ({', '.join(f.column for f in fields)})"
+            f" SELECT {', '.join(['%s'] * len(fields))} FROM updated)"
+        )
+    return f"WITH {', '.join(parts)} SELECT 1 FROM updated"

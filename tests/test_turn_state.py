@@ -124,7 +124,7 @@ def test_a_duplicate_delivery_is_a_no_op(personas, install_models, published):
     events_after_first = TurnEvent.objects.filter(turn=turn).count()
     turn_run(turn_id=turn.pk)  # the same task delivered again
     assert TurnEvent.objects.filter(turn=turn).count() == events_after_first
-    assert turn_claim(turn_id=turn.pk) is False
+    assert turn_claim(turn_id=turn.pk) is None
 
 
 @pytest.mark.django_db
@@ -538,3 +538,37 @@ def test_a_turn_start_stores_the_turn_its_message_title_and_language(
     assert Turn.objects.get(pk=second.pk).language == "en"
     assert Message.objects.get(turn_id=second.pk).content == "second"
     assert Conversation.objects.get(pk=conversation.pk).title == "첫 질문입니다"
+
+
+@pytest.mark.django_db
+@pytest.mark.embedded
+@pytest.mark.parametrize("prepared_statements", [True, False], ids=["prepared", "client-bound"])
+def test_a_turns_end_and_its_rows_are_stored_together_or_not_at_all(personas, settings, prepared_statements):
+    """owlai.prepared.update_and_insert: the rows go in only when the UPDATE
+    matched, and a refused row undoes the UPDATE (one statement on
+    PostgreSQL, one transaction elsewhere)."""
+    from django.db import IntegrityError, transaction
+
+    from chat.services import _end_sql
+    from owlai import prepared
+
+    settings.OWLAI_PREPARED_STATEMENTS = prepared_statements
+    conversation = conversation_create(owner=personas.staff)
+
+    def end(turn, *seqs):
+        events = [TurnEvent(turn_id=turn.pk, seq=seq, type="turn.finished", payload={"n": seq}) for seq in seqs]
+        return prepared.update_and_insert(_end_sql(), ["completed", "", timezone.now(), turn.pk], events)
+
+    turn = Turn.objects.create(conversation=conversation, status=TurnStatus.RUNNING)
+    assert end(turn, 1, 2) is True
+    assert Turn.objects.get(pk=turn.pk).status == "completed"
+    assert list(TurnEvent.objects.filter(turn=turn).values_list("seq", "payload")) == [(1, {"n": 1}), (2, {"n": 2})]
+    assert end(turn, 3) is False  # no longer running: nothing stored
+    assert TurnEvent.objects.filter(turn=turn).count() == 2
+
+    other = Turn.objects.create(conversation=conversation, status=TurnStatus.RUNNING)
+    TurnEvent.objects.create(turn=other, seq=1, type="turn.accepted")
+    with pytest.raises(IntegrityError), transaction.atomic():
+        end(other, 2, 1)  # seq 1 is taken
+    assert Turn.objects.get(pk=other.pk).status == TurnStatus.RUNNING
+    assert TurnEvent.objects.filter(turn=other).count() == 1
