@@ -6,7 +6,9 @@ for tests that call connector tools through the executor or a whole turn.
 
 Each connector's tool list is synced from its server (the real sync), and
 its tools get `policy` (the install's policy; new tools otherwise require
-approval).
+approval). A stdio server's listing is fetched once per test session and
+reused (starting one costs about a second; their tool lists never change,
+and tests/test_connector_sync.py syncs for real every time).
 """
 
 from __future__ import annotations
@@ -46,6 +48,25 @@ models = ["cloud-model"]
 """
 
 
+# Tool lists of stdio servers, by the command's key (argv, cwd, env names).
+_STDIO_LISTINGS: dict = {}
+
+
+class _StdioListedOnce:
+    """A `ConnectorSessions` stand-in for `connector_tools_sync` that lists
+    each stdio server (fixed tool lists) once per session."""
+
+    def list_tools(self, target):
+        from governance.connectors.client import ConnectorSessions
+
+        stdio = target.stdio
+        key = (stdio.command, tuple(stdio.args), stdio.cwd, tuple(sorted(stdio.env)))
+        if key not in _STDIO_LISTINGS:
+            with ConnectorSessions() as sessions:
+                _STDIO_LISTINGS[key] = sessions.list_tools(target)
+        return _STDIO_LISTINGS[key]
+
+
 def add_connector(
     name: str,
     *,
@@ -69,7 +90,7 @@ def add_connector(
         timeout_seconds=timeout,
         business_summary=summary,
     )
-    connector_tools_sync(connector=connector)
+    connector_tools_sync(connector=connector, sessions=_StdioListedOnce() if command else None)
     ConnectorTool.objects.filter(connector=connector).update(policy=policy)
     for role in roles:
         role.connectors.add(connector)
