@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import time
 from datetime import datetime
+from functools import cache
 from typing import TYPE_CHECKING
 
 from django.conf import settings
@@ -196,7 +197,19 @@ def replay(*, turn_id: int, after_seq: int = 0) -> list[dict]:
     """The stored frames of one turn after `after_seq`, in order."""
     from chat.models import TurnEvent
 
-    return [_fresh(e.as_frame()) for e in TurnEvent.objects.filter(turn_id=turn_id, seq__gt=after_seq).order_by("seq")]
+    rows = prepared.fetchall(_replay_sql(), [turn_id, after_seq])
+    return [_fresh(prepared.instances(TurnEvent, row).as_frame()) for row in rows]
+
+
+@cache
+def _replay_sql() -> str:
+    # Prepared: every socket's connect and every resync replays a turn.
+    from chat.models import TurnEvent
+
+    return (
+        f"SELECT {prepared.columns(TurnEvent, 'e')} FROM {TurnEvent._meta.db_table} e"
+        " WHERE e.turn_id = %s AND e.seq > %s ORDER BY e.seq"
+    )
 
 
 def _fresh(frame: dict) -> dict:

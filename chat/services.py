@@ -1059,20 +1059,56 @@ def conversation_state(*, conversation: Conversation) -> dict:
     timeline (but the latest turn's answer), and the latest turn with its
     status and every stored event, so its text so far, tool steps and outcome
     render exactly as if they had been received live."""
-    latest = Turn.objects.filter(conversation=conversation).order_by("-created_at", "-id").first()
+    turns = _turns_of(conversation)
+    latest = max(turns, key=lambda t: (t.created_at, t.pk), default=None)
     return {
         "type": events.STATE,
-        "messages": conversation_timeline(conversation=conversation, answer_of_latest=False, latest=latest),
+        "messages": conversation_timeline(
+            conversation=conversation, answer_of_latest=False, latest=latest, turns=turns
+        ),
         "turn": None
         if latest is None
         else {"turn_id": latest.pk, "status": latest.status, "events": events.replay(turn_id=latest.pk)},
     }
 
 
+def _turns_of(conversation: Conversation) -> list[Turn]:
+    # Prepared: every socket's connect and every resync reads them.
+    rows = prepared.fetchall(_turns_sql(), [_conversation_key(conversation.pk)])
+    return [prepared.instances(Turn, row) for row in rows]
+
+
+@cache
+def _turns_sql() -> str:
+    return f"SELECT {prepared.columns(Turn, 't')} FROM {Turn._meta.db_table} t WHERE t.conversation_id = %s"
+
+
+@cache
+def _timeline_messages_sql() -> str:
+    return (
+        f"SELECT m.role, m.content, m.turn_id, m.tool_call_id FROM {Message._meta.db_table} m"
+        " WHERE m.conversation_id = %s ORDER BY m.created_at, m.id"
+    )
+
+
+@cache
+def _step_events_sql() -> str:
+    kinds = ", ".join(
+        f"'{kind}'" for kind in (events.TOOL_STARTED, events.TOOL_FINISHED, APPROVAL_REQUESTED, APPROVAL_DECIDED)
+    )
+    return (
+        f"SELECT {prepared.columns(TurnEvent, 'e')} FROM {TurnEvent._meta.db_table} e"
+        f" JOIN {Turn._meta.db_table} t ON t.id = e.turn_id"
+        f" WHERE t.conversation_id = %s AND e.type IN ({kinds}) ORDER BY e.turn_id, e.seq"
+    )
+
+
 ENDED_WITHOUT_ANSWER = (TurnStatus.REJECTED, TurnStatus.FAILED, TurnStatus.CANCELLED)
 
 
-def conversation_timeline(*, conversation: Conversation, answer_of_latest: bool = True, latest=None) -> list[dict]:
+def conversation_timeline(
+    *, conversation: Conversation, answer_of_latest: bool = True, latest=None, turns: list[Turn] | None = None
+) -> list[dict]:
     """What the user sees of a conversation, in order, turn by turn: their
     messages (`user`), the assistant's texts (`assistant`, with the model and
     tier), each tool call as a `step` (tool, resource, SQL or query as the
@@ -1081,8 +1117,8 @@ def conversation_timeline(*, conversation: Conversation, answer_of_latest: bool 
     turn that ended without an answer its `status` (rejected, failed,
     cancelled) with the reason. `answer_of_latest=False` leaves out all but
     the user message of the latest turn (the `state` frame replays its events
-    instead)."""
-    turns = {t.pk: t for t in Turn.objects.filter(conversation=conversation)}
+    instead). `turns`: the conversation's turns, when the caller read them."""
+    turns = {t.pk: t for t in (_turns_of(conversation) if turns is None else turns)}
     if not answer_of_latest and latest is None and turns:
         latest = max(turns.values(), key=lambda t: (t.created_at, t.pk))
     skip_turn = None if answer_of_latest or latest is None else latest.pk
@@ -1109,33 +1145,33 @@ def conversation_timeline(*, conversation: Conversation, answer_of_latest: bool 
                     out.append({"role": "step", "turn_id": turn.pk, **step})
             out.append({"role": "status", "turn_id": turn.pk, "status": turn.status, "content": turn.error})
 
-    messages = Message.objects.filter(conversation=conversation).order_by("created_at", "id")
-    for message in messages.only("role", "content", "turn_id", "tool_call_id", "created_at"):
-        if message.turn_id != last_turn_id:
+    messages = prepared.fetchall(_timeline_messages_sql(), [_conversation_key(conversation.pk)])
+    for role, content, turn_id, tool_call_id in messages:
+        if turn_id != last_turn_id:
             if last_turn_id is not None:
                 close_turn(last_turn_id)
-            last_turn_id = message.turn_id
-        if message.role == MessageRole.USER:
-            out.append({"role": "user", "content": message.content, "turn_id": message.turn_id})
+            last_turn_id = turn_id
+        if role == MessageRole.USER:
+            out.append({"role": "user", "content": content, "turn_id": turn_id})
             continue
-        if message.turn_id == skip_turn:
+        if turn_id == skip_turn:
             continue
-        turn = turns.get(message.turn_id)
-        if message.role == MessageRole.ASSISTANT and message.content:
+        turn = turns.get(turn_id)
+        if role == MessageRole.ASSISTANT and content:
             out.append(
                 {
                     "role": "assistant",
-                    "content": message.content,
-                    "turn_id": message.turn_id,
+                    "content": content,
+                    "turn_id": turn_id,
                     "model": labels.get((turn.provider_name, turn.model_name), turn.model_name) if turn else "",
                     "tier": turn.tier if turn else "",
                 }
             )
-        elif message.role == MessageRole.TOOL:
-            key = (message.turn_id, message.tool_call_id)
+        elif role == MessageRole.TOOL:
+            key = (turn_id, tool_call_id)
             shown.add(key)
-            step = steps.get(key, {"call_id": message.tool_call_id})
-            out.append({"role": "step", "turn_id": message.turn_id, **step})
+            step = steps.get(key, {"call_id": tool_call_id})
+            out.append({"role": "step", "turn_id": turn_id, **step})
     if last_turn_id is not None:
         close_turn(last_turn_id)
     return out
@@ -1144,11 +1180,8 @@ def conversation_timeline(*, conversation: Conversation, answer_of_latest: bool 
 def _steps_by_call(conversation: Conversation) -> dict[tuple[int, str], dict]:
     """(turn id, call id) -> the step as its events described it."""
     found: dict[tuple[int, str], dict] = {}
-    rows = TurnEvent.objects.filter(
-        turn__conversation=conversation,
-        type__in=[events.TOOL_STARTED, events.TOOL_FINISHED, APPROVAL_REQUESTED, APPROVAL_DECIDED],
-    ).order_by("turn_id", "seq")
-    for event in rows.only("turn_id", "type", "payload"):
+    rows = prepared.fetchall(_step_events_sql(), [_conversation_key(conversation.pk)])
+    for event in (prepared.instances(TurnEvent, row) for row in rows):
         payload = event.payload or {}
         key = (event.turn_id, str(payload.get("call_id", "")))
         step = found.setdefault(key, {})
