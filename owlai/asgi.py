@@ -23,6 +23,7 @@ from audit.db_roles import enforce_runtime_db_role  # noqa: E402
 from chat.consumers import CLOSE_FORBIDDEN, ClosingConsumer  # noqa: E402
 from chat.routing import websocket_urlpatterns  # noqa: E402
 from governance.exposure import log_startup_warnings  # noqa: E402
+from owlai.startup import freeze_startup_objects  # noqa: E402
 
 # Refuse to serve when this process's database role could rewrite the audit
 # trail (production; see OWLAI_DB_ROLE_CHECK and `manage.py audit_db_setup`).
@@ -66,3 +67,6 @@ application = ProtocolTypeRouter(
         "websocket": allowed_hosts_origin_check(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
     }
 )
+
+# Last: everything built above lives as long as the process (owlai.startup).
+freeze_startup_objects()

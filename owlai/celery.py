@@ -9,6 +9,7 @@ from celery.signals import worker_init, worker_ready
 from kombu.transport import TRANSPORT_ALIASES
 
 from owlai.broker import TRANSPORTS
+from owlai.startup import freeze_startup_objects
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "owlai.settings")
 
@@ -113,3 +114,15 @@ def _warm_up_model_client(**kwargs) -> None:
     from chat.llm import warm_up
 
     warm_up()
+
+
+@worker_init.connect
+def _freeze_before_the_pool(**kwargs) -> None:
+    # Prefork children then share the start-up objects' pages (owlai.startup).
+    freeze_startup_objects()
+
+
+@worker_ready.connect
+def _freeze_once_ready(**kwargs) -> None:
+    # What the consumer and a threads pool built since, too (owlai.startup).
+    freeze_startup_objects()
