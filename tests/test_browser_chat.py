@@ -521,6 +521,21 @@ def test_autoscroll_follows_unless_the_user_scrolled_up(chat_env, pages):
     page.wait_for_function(at_bottom)  # the jump may scroll smoothly: wait for the state, not a moment
 
 
+def test_the_log_stays_at_the_bottom_when_the_composer_grows(chat_env, pages):
+    """Pinned to the bottom, the log stays there when its box shrinks (a
+    long draft grows the composer): no scroll event comes then."""
+    chat_env.fake.script = [text("\n\n".join(f"{i}번째 문단입니다." for i in range(60)))]
+    page = open_chat(chat_env, pages, height=700)
+    send(page, "긴 답")
+    finished(page)
+    gap = "() => { const l = document.getElementById('log'); return l.scrollHeight - l.scrollTop - l.clientHeight; }"
+    assert page.evaluate(gap) < 5
+    before = page.evaluate("() => document.getElementById('log').clientHeight")
+    page.fill("#text", "\n".join(f"{i}번째 줄" for i in range(8)))
+    page.wait_for_function(f"() => document.getElementById('log').clientHeight < {before} - 50")
+    page.wait_for_function(f"() => ({gap})() < 5", timeout=5000)
+
+
 # --- one language per user ------------------------------------------------------------------------
 
 # A write, as the README's demo shows it, and its refusal as the audit row keeps it.

@@ -133,6 +133,14 @@
     if (stick) log.scrollTop = log.scrollHeight;
     else $("jump").hidden = false;
   }
+  // A log pinned to the bottom stays there when its own box changes size
+  // (the header re-laid out after a turn, the composer growing, the window
+  // resized): no scroll event comes then, so nothing else would follow.
+  if (window.ResizeObserver) {
+    new ResizeObserver(() => {
+      if (stick) log.scrollTop = log.scrollHeight;
+    }).observe(log);
+  }
   $("jump").addEventListener("click", () => {
     stick = true;
     log.scrollTop = log.scrollHeight;
