@@ -14,11 +14,9 @@ from django.core.asgi import get_asgi_application
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "owlai.settings")
 django_asgi_app = get_asgi_application()
 
-from channels.auth import AuthMiddleware, get_user  # noqa: E402  (needs Django set up first)
-from channels.db import database_sync_to_async  # noqa: E402
+from channels.auth import AuthMiddlewareStack  # noqa: E402  (needs Django set up first)
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import OriginValidator  # noqa: E402
-from channels.sessions import CookieMiddleware, SessionMiddleware  # noqa: E402
 from django.conf import settings  # noqa: E402
 
 from audit.db_roles import enforce_runtime_db_role  # noqa: E402
@@ -55,18 +53,6 @@ class ClosingOriginValidator(OriginValidator):
         return await self._forbidden(scope, receive, send)
 
 
-# Channels' own user lookup (session, backend, session hash), run on any
-# thread of the pool: upstream runs it on the process's one thread for
-# thread-sensitive code, so sockets opening at once (users arriving after a
-# deploy, or a bench) were signed in one after the other.
-_get_user_off_loop = database_sync_to_async(get_user.func, thread_sensitive=False)
-
-
-class ParallelAuthMiddleware(AuthMiddleware):
-    async def resolve_scope(self, scope):
-        scope["user"]._wrapped = await _get_user_off_loop(scope)
-
-
 def allowed_hosts_origin_check(app):
     """As channels' AllowedHostsOriginValidator: origins must be ALLOWED_HOSTS."""
     allowed = settings.ALLOWED_HOSTS
@@ -78,9 +64,7 @@ def allowed_hosts_origin_check(app):
 application = ProtocolTypeRouter(
     {
         "http": django_asgi_app,
-        "websocket": allowed_hosts_origin_check(
-            CookieMiddleware(SessionMiddleware(ParallelAuthMiddleware(URLRouter(websocket_urlpatterns))))
-        ),
+        "websocket": allowed_hosts_origin_check(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
     }
 )
 

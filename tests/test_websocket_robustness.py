@@ -237,35 +237,6 @@ def test_a_session_that_ended_while_the_socket_was_open_gets_4401(personas, inst
     assert Turn.objects.count() == 0
 
 
-@pytest.mark.django_db(transaction=True)
-def test_sockets_are_signed_in_while_the_thread_sensitive_thread_is_busy(personas, install_models):
-    """The handshake's user lookup runs on any thread of the pool: a socket
-    opening does not wait for the process's one thread for thread-sensitive
-    code (upstream, sockets opening at once were signed in one by one)."""
-    import asyncio
-    import threading
-
-    from asgiref.sync import sync_to_async
-
-    cookie = session_cookie(personas.staff)
-    conversation = conversation_create(owner=personas.staff)
-    release = threading.Event()
-
-    async def scenario():
-        busy = asyncio.ensure_future(sync_to_async(release.wait, thread_sensitive=True)(30))
-        try:
-            comm = communicator(conversation.pk, cookie=cookie)
-            assert (await comm.connect(timeout=10))[0]
-            first = json.loads(await comm.receive_from(timeout=10))
-            await comm.disconnect()
-            return first
-        finally:
-            release.set()
-            await busy
-
-    assert async_to_sync(scenario)()["type"] == "state"
-
-
 def test_a_changed_password_ends_open_sockets_too(personas, install_models):
     cookie = session_cookie(personas.staff)
     conversation = conversation_create(owner=personas.staff)
