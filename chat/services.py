@@ -177,7 +177,7 @@ def turn_start(*, conversation: Conversation, user: AbstractBaseUser, text: str,
         locked.title = title_from_message(text)
     locked.updated_at = timezone.now()
     touch = [locked.title, connection.ops.adapt_datetimefield_value(locked.updated_at), key]
-    if _start_in_one_statement():
+    if prepared.writes_in_with():
         # The turn, its message and the conversation's title and time in one
         # statement (data-modifying WITH): one round trip on the hot path.
         message_values = prepared.insert_values(message)
@@ -211,10 +211,6 @@ def _lock_sql(for_update: bool) -> str:
 @cache
 def _touch_sql() -> str:
     return f"UPDATE {Conversation._meta.db_table} SET title = %s, updated_at = %s WHERE id = %s RETURNING id"
-
-
-def _start_in_one_statement() -> bool:
-    return connection.vendor == "postgresql"  # SQLite has no INSERT in WITH
 
 
 @cache
@@ -429,14 +425,14 @@ def _finish(
         for event_type, payload in [*held, *frames, (events.TURN_FINISHED, {"status": status})]
     ]
     ended_params = [status, error, connection.ops.adapt_datetimefield_value(now), turn.pk]
+    ended = False
     try:
         # The end, the messages and the events: one statement on PostgreSQL.
         ended = prepared.update_and_insert(_end_sql(), ended_params, [*rows, *stored])
-    except BaseException:
-        emit.next_seq = first_seq
-        raise
+    finally:
+        if not ended:  # nothing stored: the numbers are free again
+            emit.next_seq = first_seq
     if not ended:
-        emit.next_seq = first_seq
         logger.warning("turn %s was finished elsewhere (recovery); dropping its %s result", turn.pk, status)
         return False
     turn.status, turn.error, turn.finished_at = status, error, now
@@ -537,13 +533,13 @@ def turn_claim(*, turn_id: int) -> Turn | None:
     recovery job already failed all find it no longer queued and do nothing."""
     now = connection.ops.adapt_datetimefield_value(timezone.now())
     # A turn resumed after an approval keeps its first start.
-    if connection.vendor == "postgresql":
-        # The claim and the read in one statement (data-modifying WITH).
+    if prepared.writes_in_with():
+        # The claim and the read in one statement.
         rows = prepared.fetchall(_claim_and_read_sql(), [now, now, turn_id])
         return _claimed_turn(rows[0]) if rows else None
     if not prepared.fetchall(_claim_sql(), [now, now, turn_id]):
         return None
-    return _claimed_turn(prepared.fetchall(_claimed_turn_sql("t"), [turn_id])[0])
+    return _claimed_turn(prepared.fetchall(_claimed_turn_sql(from_claim=False), [turn_id])[0])
 
 
 @cache
@@ -558,7 +554,7 @@ def _claim_sql() -> str:
 
 @cache
 def _claim_and_read_sql() -> str:
-    return f"WITH claimed AS ({_claim_sql()}) " + _claimed_turn_sql("claimed")
+    return f"WITH claimed AS ({_claim_sql()}) " + _claimed_turn_sql(from_claim=True)
 
 
 def turn_run(*, turn_id: int) -> None:
@@ -601,18 +597,19 @@ def _claimed_turn(row) -> Turn:
 
 
 @cache
-def _claimed_turn_sql(source: str) -> str:
-    """The claimed turn read from `source`: the turn table (filtered by id,
-    one parameter) or the claim's WITH."""
+def _claimed_turn_sql(*, from_claim: bool) -> str:
+    """The claimed turn with its conversation, owner and last seq: read from
+    the claim's WITH (`claimed`), or from the turn table by id (one
+    parameter)."""
     user_model = Conversation._meta.get_field("owner").related_model
-    where = " WHERE t.id = %s" if source == "t" else ""
-    table = Turn._meta.db_table if source == "t" else source
+    source = "claimed" if from_claim else Turn._meta.db_table
     return (
         f"SELECT {prepared.columns(Turn, 't')}, {prepared.columns(Conversation, 'c')},"
         f" {prepared.columns(user_model, 'u')},"
         f" (SELECT MAX(e.seq) FROM {TurnEvent._meta.db_table} e WHERE e.turn_id = t.id)"
-        f" FROM {table} t JOIN {Conversation._meta.db_table} c ON c.id = t.conversation_id"
-        f" JOIN {user_model._meta.db_table} u ON u.{user_model._meta.pk.column} = c.owner_id{where}"
+        f" FROM {source} t JOIN {Conversation._meta.db_table} c ON c.id = t.conversation_id"
+        f" JOIN {user_model._meta.db_table} u ON u.{user_model._meta.pk.column} = c.owner_id"
+        + ("" if from_claim else " WHERE t.id = %s")
     )
 
 
@@ -684,15 +681,15 @@ def _run(turn: Turn) -> None:
     # 2. A conversation keeps the tier it started with: one conditional
     # UPDATE pins it (or finds it pinned to this tier); only a refusal reads
     # why.
-    # The same statement records the turn's model (PostgreSQL: data-modifying
-    # WITH; elsewhere a second statement).
+    # The same statement records the turn's model (where the database runs
+    # writes in WITH; elsewhere a second statement).
     now = connection.ops.adapt_datetimefield_value(timezone.now())
     key = _conversation_key(conversation.pk)
     model = resolved.model
     with_model = bool(turn.requested_model)
     pin = [resolved.tier, now, model.pk, key, resolved.tier] if with_model else [resolved.tier, now, key, resolved.tier]
     turn_model = [model.name, model.provider.name, resolved.tier, turn.pk]
-    if connection.vendor == "postgresql":
+    if prepared.writes_in_with():
         pinned = prepared.fetchall(_pin_and_record_sql(with_model), [*pin, *turn_model])
     else:
         pinned = prepared.fetchall(_pin_sql(with_model), pin)

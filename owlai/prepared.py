@@ -28,6 +28,13 @@ def enabled() -> bool:
     return connection.vendor == "postgresql" and bool(getattr(settings, "OWLAI_PREPARED_STATEMENTS", False))
 
 
+def writes_in_with() -> bool:
+    """Whether this database runs INSERT and UPDATE inside WITH (PostgreSQL;
+    SQLite does not), so that a write and what goes with it are one
+    statement: atomic without a transaction, one round trip."""
+    return connection.vendor == "postgresql"
+
+
 def fetchall(sql: str, params: Sequence[Any]) -> list[tuple]:
     """Run `sql` (%s placeholders) and return its rows."""
     if not enabled():
@@ -116,7 +123,7 @@ def update_and_insert(update_sql: str, update_params: Sequence[Any], rows: Seque
     stay unset): on PostgreSQL in one statement (data-modifying WITH), so
     atomic without a transaction, and one round trip; elsewhere as separate
     statements in one transaction. Returns whether it matched."""
-    if connection.vendor != "postgresql":
+    if not writes_in_with():
         with transaction.atomic():
             if not fetchall(update_sql, update_params):
                 return False

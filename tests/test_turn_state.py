@@ -517,7 +517,7 @@ def test_a_turn_start_stores_the_turn_its_message_title_and_language(
     from accounts.language import user_language_set
     from chat.models import Message
 
-    monkeypatch.setattr("chat.services._start_in_one_statement", lambda: one_statement)
+    monkeypatch.setattr("owlai.prepared.writes_in_with", lambda: one_statement)
     settings.OWLAI_PREPARED_STATEMENTS = prepared_statements
     conversation = conversation_create(owner=personas.staff)
     before = Conversation.objects.get(pk=conversation.pk).updated_at
