@@ -16,7 +16,8 @@ server default cannot change how a checked statement is read.
 Errors carry no values: a failed statement raises QueryError with the
 engine's error class (SQLSTATE, MySQL error number, SQLite error name) and
 only the first line of the message, every quoted part of it removed unless
-it is an identifier the statement itself names (`scrub_error_message`). A
+it is a table or column name of the connection's schema or a keyword
+(`scrub_error_message`, `schema_words`). A
 database quotes the value it choked on (`invalid input syntax for type
 integer: "김민준"`), and that message goes to the model and the audit trail.
 
@@ -27,6 +28,7 @@ analysis and execution.
 
 from __future__ import annotations
 
+import itertools
 import re
 import sqlite3
 import time
@@ -34,6 +36,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote, unquote, urlsplit
+
+from governance.sql.bounds import Collected, CutCounter, FetchBounds, collect, pg_register_cutting_loaders
 
 SQL_MARKER = "/* OwlAI generated */"
 APPLICATION_NAME = "owlai-dbexec"
@@ -59,7 +63,9 @@ class UnsafeAccount(QueryError):
 class QueryResult:
     columns: list[str]
     rows: list[tuple[Any, ...]]
-    truncated: bool  # more rows existed than the row cap allowed
+    truncated: bool  # more rows existed than the row cap (or the character budget) allowed
+    cut_cells: int = 0  # cells cut to the character budget (each carries a marker)
+    cut_characters: int = 0
 
 
 # A quoted part of an error message ('...', "..." or `...`, quotes doubled
@@ -86,13 +92,35 @@ def statement_words(sql: str, dialect: str) -> frozenset[str]:
     return frozenset(t.text.casefold() for t in tokens if t.token_type not in literal_types and t.text)
 
 
+def schema_words(schema: dict[str, dict[str, Any]], dialect: str = "") -> frozenset[str]:
+    """What an error message may quote back: the names of the connection's
+    own tables and columns (casefolded) and the dialect's keywords. Never the
+    statement's own words: a cell value the statement also names as an
+    alias ("... AS 김민준") would otherwise be kept, one guess per query."""
+    words: set[str] = set(_dialect_keywords(dialect))
+    for table, columns in (schema or {}).items():
+        words.update(part.casefold() for part in str(table).split(".") if part)
+        words.update(str(column).casefold() for column in (columns or {}))
+    return frozenset(words)
+
+
+def _dialect_keywords(dialect: str) -> frozenset[str]:
+    from sqlglot.dialects.dialect import Dialect
+
+    try:
+        keywords = Dialect.get_or_raise(dialect or None).tokenizer_class.KEYWORDS
+    except Exception:
+        return frozenset()
+    return frozenset(k.casefold() for k in keywords if k.replace("_", "").isalpha())
+
+
 def scrub_error_message(message: str, allowed_words: frozenset[str] = frozenset()) -> str:
     """The first line of `message`, value-free. A server prints the value it
     failed on, quoted (`invalid input syntax for type integer: "김민준"`) or
     not (`date field value out of range: 2020-1012345678-01`), and that
     value may be personal data or computed from it. So:
     - every quoted part becomes "…" unless it is one of `allowed_words` (the
-      statement's own identifiers);
+      connection's table and column names, see schema_words);
     - whatever follows the first ": " becomes "…" unless it is made only of
       allowed words (SQLite: `no such column: nme`);
     - every number left becomes "…"."""
@@ -135,17 +163,22 @@ def execute_readonly(
     timeout_ms: int,
     schemas: tuple[str, ...] = (),
     allowed_words: frozenset[str] | Callable[[], frozenset[str]] = frozenset(),
+    cell_chars: int = FetchBounds.cell_chars,
+    result_chars: int = FetchBounds.result_chars,
 ) -> QueryResult:
     """Run `sql` read-only. `schemas`: the PostgreSQL search_path (default
     `public`). `allowed_words`: what an error message may quote back (the
-    statement's own identifiers, see statement_words), or a function that
+    connection's schema identifiers, see schema_words), or a function that
     computes them only when an error needs them; everything else quoted in
-    an error is elided."""
+    an error is elided. At most `row_cap` rows are read (one more tells that
+    there were more), each cell cut to `cell_chars` and the whole result to
+    `result_chars` characters while it is fetched (governance.sql.bounds)."""
     runner = {"postgresql": _run_postgresql, "mysql": _run_mysql, "sqlite": _run_sqlite}.get(engine)
     if runner is None:
         raise QueryError(f"unsupported engine: {engine}")
+    bounds = FetchBounds(row_cap=row_cap, cell_chars=cell_chars, result_chars=result_chars)
     try:
-        return runner(dsn=dsn, sql=marked_sql(sql), row_cap=row_cap, timeout_ms=timeout_ms, schemas=tuple(schemas))
+        return runner(dsn=dsn, sql=marked_sql(sql), bounds=bounds, timeout_ms=timeout_ms, schemas=tuple(schemas))
     except _EngineError as error:
         words = allowed_words() if callable(allowed_words) else allowed_words
         raise QueryError(scrub_error_message(error.message, words), error.error_class) from error
@@ -159,10 +192,20 @@ class _EngineError(Exception):
         self.message, self.error_class = message, error_class
 
 
-def _fetch_capped(cursor: Any, row_cap: int) -> QueryResult:
-    columns = [d[0] for d in (cursor.description or [])]
-    rows = [tuple(r) for r in cursor.fetchmany(row_cap + 1)] if cursor.description else []
-    return QueryResult(columns=columns, rows=rows[:row_cap], truncated=len(rows) > row_cap)
+def _result(columns: list[str], collected: Collected) -> QueryResult:
+    return QueryResult(
+        columns=columns,
+        rows=collected.rows,
+        truncated=collected.truncated,
+        cut_cells=collected.cut.cells,
+        cut_characters=collected.cut.characters,
+    )
+
+
+def _rows_of(cursor: Any):
+    # One row per fetch: a streaming cursor transfers only what is read.
+    while (row := cursor.fetchone()) is not None:
+        yield row
 
 
 def _pg_option_value(value: str) -> str:
@@ -194,6 +237,7 @@ def _pg_connect(dsn: str, *, timeout_ms: int, schemas: tuple[str, ...] = ()):
             dsn,
             application_name=APPLICATION_NAME,
             connect_timeout=max(1, min(10, timeout_ms // 1000 or 1)),
+            client_encoding="UTF8",  # the cutting loaders count characters in UTF-8
             options=" ".join(f"-c {key}={_pg_option_value(value)}" for key, value in options.items()),
         )
     except psycopg.Error as exc:
@@ -210,15 +254,27 @@ def _pg_class(exc: BaseException) -> str:
     return getattr(exc, "sqlstate", None) or ""
 
 
-def _run_postgresql(*, dsn: str, sql: str, row_cap: int, timeout_ms: int, schemas: tuple[str, ...]) -> QueryResult:
+def _run_postgresql(
+    *, dsn: str, sql: str, bounds: FetchBounds, timeout_ms: int, schemas: tuple[str, ...]
+) -> QueryResult:
     import psycopg
 
     conn = _pg_connect(dsn, timeout_ms=timeout_ms, schemas=schemas)
     try:
         conn.read_only = True
         with conn.transaction(force_rollback=True), conn.cursor() as cursor:
-            cursor.execute(sql, prepare=False)
-            return _fetch_capped(cursor, row_cap)
+            counter = CutCounter()
+            pg_register_cutting_loaders(cursor, bounds.cell_chars, counter)
+            # Single-row mode: libpq holds one row at a time, and leaving the
+            # stream early cancels the statement (psycopg's stream() does).
+            stream = cursor.stream(sql)
+            try:
+                first = next(stream, None)
+                columns = [d[0] for d in (cursor.description or [])]
+                rows = itertools.chain([first], stream) if first is not None else ()
+                return _result(columns, collect(rows, len(columns), bounds, counter))
+            finally:
+                stream.close()
     except psycopg.Error as exc:
         raise _EngineError(_pg_primary(exc), _pg_class(exc)) from exc
     finally:
@@ -264,25 +320,46 @@ def _mysql_class(exc: BaseException) -> str:
     return f"MySQL {args[0]}" if args and isinstance(args[0], int) else ""
 
 
-def _run_mysql(*, dsn: str, sql: str, row_cap: int, timeout_ms: int, schemas: tuple[str, ...]) -> QueryResult:
+def _run_mysql(*, dsn: str, sql: str, bounds: FetchBounds, timeout_ms: int, schemas: tuple[str, ...]) -> QueryResult:
     import pymysql
+    import pymysql.cursors
 
     conn = _mysql_connect(dsn, timeout_ms=timeout_ms)
+    complete, cursor = False, None
     try:
         with conn.cursor() as cursor:
             # MySQL knows max_execution_time (ms), MariaDB max_statement_time (s);
             # set whichever the server has, so the timeout holds on both.
             _set_mysql_timeout(cursor, timeout_ms)
             cursor.execute("START TRANSACTION READ ONLY")
-            try:
-                cursor.execute(sql)
-                return _fetch_capped(cursor, row_cap)
-            finally:
-                conn.rollback()
+        # Unbuffered: rows are read off the socket one by one as fetched.
+        cursor = conn.cursor(pymysql.cursors.SSCursor)
+        cursor.execute(sql)
+        columns = [d[0] for d in (cursor.description or [])]
+        collected = collect(_rows_of(cursor), len(columns), bounds) if cursor.description else collect((), 0, bounds)
+        complete = collected.complete
+        return _result(columns, collected)
     except pymysql.Error as exc:
         raise _EngineError(_mysql_message(exc), _mysql_class(exc)) from exc
     finally:
-        conn.close()
+        if complete:
+            conn.rollback()
+            conn.close()
+        else:
+            # Rows left unread: closing the cursor would read all of them off
+            # the socket first. Dropping the connection ends the statement
+            # (the server stops at its next write) and its transaction.
+            _mysql_drop(conn, cursor)
+
+
+def _mysql_drop(conn: Any, cursor: Any) -> None:
+    result = getattr(cursor, "_result", None)
+    if result is not None:
+        result.unbuffered_active = False  # nothing more is read, now or when the cursor is collected
+    try:
+        conn._force_close()
+    except Exception:  # already gone
+        pass
 
 
 def _set_mysql_timeout(cursor: Any, timeout_ms: int) -> None:
@@ -303,7 +380,7 @@ def _sqlite_path(dsn: str) -> str:
     return dsn
 
 
-def _run_sqlite(*, dsn: str, sql: str, row_cap: int, timeout_ms: int, schemas: tuple[str, ...]) -> QueryResult:
+def _run_sqlite(*, dsn: str, sql: str, bounds: FetchBounds, timeout_ms: int, schemas: tuple[str, ...]) -> QueryResult:
     path = _sqlite_path(dsn)
     try:
         # mode=ro: the file cannot be written or created through this handle.
@@ -319,7 +396,9 @@ def _run_sqlite(*, dsn: str, sql: str, row_cap: int, timeout_ms: int, schemas: t
         if hasattr(conn, "enable_load_extension"):
             conn.enable_load_extension(False)  # whatever the build allows, nothing is loaded here
         cursor = conn.execute(sql)
-        return _fetch_capped(cursor, row_cap)
+        columns = [d[0] for d in (cursor.description or [])]
+        # SQLite steps the statement as rows are fetched: unread rows are never computed.
+        return _result(columns, collect(_rows_of(cursor), len(columns), bounds))
     except sqlite3.OperationalError as exc:
         if "interrupted" in str(exc):
             raise _EngineError(f"statement timeout after {timeout_ms} ms", "SQLITE_INTERRUPT") from exc

@@ -38,7 +38,7 @@ from governance.pii.reidentify import Reidentified, ReidentifyError, reidentify_
 from governance.schema_analysis import classification_schema, mask_stats_record
 from governance.services import GovernanceError, db_connection_dsn
 from governance.sql.dialects import configured_schemas
-from governance.sql.execute import QueryError, account_risks, execute_readonly, statement_words
+from governance.sql.execute import QueryError, account_risks, execute_readonly, schema_words, statement_words
 from governance.sql.guard import analyse_sql
 from governance.sql.table_access import tables_not_granted
 from governance.visibility import DbAccess, db_access
@@ -141,8 +141,8 @@ class RunSql:
                 row_cap=connection.row_cap,
                 timeout_ms=connection.statement_timeout_ms,
                 schemas=connection_schemas(connection),
-                # An error may quote back the statement's identifiers, never its literals.
-                allowed_words=lambda: statement_words(sql, dialect),
+                # An error may quote back the schema's own names, never the statement's words.
+                allowed_words=lambda: schema_words(call.state["schema"], dialect),
             )
         except (QueryError, GovernanceError) as exc:
             raise ToolFailed(str(exc)) from exc
@@ -150,11 +150,14 @@ class RunSql:
         payload = {"columns": _labels(result.columns, executed, sql, dialect), "rows": result.rows}
         if result.truncated:
             payload["note"] = gettext("only the first %(cap)s rows are shown; aggregate in SQL instead") % {
-                "cap": connection.row_cap
+                "cap": len(result.rows)
             }
+        facts = {"row_count": len(result.rows), "truncated": result.truncated}
+        if result.cut_cells:
+            facts["cells_cut"] = result.cut_cells  # each cut cell ends with a marker saying how much
         return Output(
             payload=payload,
-            facts={"row_count": len(result.rows), "truncated": result.truncated},
+            facts=facts,
             row_count=len(result.rows),
             items="rows",
         )
