@@ -95,8 +95,8 @@ class Executor:
         call_command("migrate", verbosity=0)
         from chat.context import TurnContext
         from chat.services import conversation_create
-        from governance.connectors.services import connector_tools_sync
-        from governance.models import Connector, ConnectorTool, Role
+        from governance.connectors.services import connector_tool_definition_approve, connector_tools_sync
+        from governance.models import Connector, ConnectorTool, ConnectorToolState, Role
 
         user = get_user_model().objects.create_user(f"bench-{uuid.uuid4().hex[:6]}")
         role = Role.objects.create(name=f"bench-{uuid.uuid4().hex[:6]}")
@@ -105,6 +105,9 @@ class Executor:
             name="bench", transport="streamable_http", url=url, exposure="internal_only", timeout_seconds=10
         )
         connector_tools_sync(connector=connector)
+        # New tools wait for an admin's review of their definitions.
+        for tool in ConnectorTool.objects.filter(connector=connector, state=ConnectorToolState.CHANGED):
+            connector_tool_definition_approve(tool=tool)
         ConnectorTool.objects.filter(connector=connector, name="echo").update(policy="allow")
         role.connectors.add(connector)
         self.ctx = TurnContext(

@@ -28,6 +28,7 @@ from governance.models import Connector, ConnectorTool, Role
 from governance.services import GovernanceError
 from governance.visibility import connector_tool_decision, visible_connector_tools
 from owlai.install_config import parse_install_config
+from tests.support.connector_world import approve_held_tools
 from tests.support.mcp_servers import http_server, stdio_command_toml, write_state
 from tests.support.stack import free_port
 
@@ -111,8 +112,10 @@ def test_a_list_that_changes_between_syncs_is_one_event_per_change_with_its_trig
     }
     assert by_job.actor_id is None
     assert readded.details["added"] == ["create_issue"] and readded.actor_username == "root"
+    # Tools that appeared are held until an admin has seen their definitions
+    # (the ones the admin never approved, create_issue included).
     states = dict(ConnectorTool.objects.values_list("name", "state"))
-    assert states == {name: "active" for name in ("search_issues", "close_issue", "delete_project", "create_issue")}
+    assert states == {name: "changed" for name in ("search_issues", "close_issue", "delete_project", "create_issue")}
 
 
 def test_a_removed_tool_is_not_offered(tmp_path, staff):
@@ -125,6 +128,7 @@ def test_a_removed_tool_is_not_offered(tmp_path, staff):
         Role.objects.create(name="r").users.add(staff)
         Role.objects.get(name="r").connectors.add(connector)
         connector_tools_sync(connector=connector)
+        approve_held_tools(connector)
         ConnectorTool.objects.update(policy="allow")
         write_state(state, {"tools": ["a_tool"]})
         connector_tools_sync(connector=connector)
@@ -139,6 +143,7 @@ def test_a_failed_sync_keeps_the_tools_and_tells_the_admin(admin_user):
     with http_server("tool_list") as server:
         connector = Connector.objects.create(name="tracker", transport="streamable_http", url=server.url)
         connector_tools_sync(connector=connector, actor=admin_user)
+        approve_held_tools(connector)
     connector.url = f"http://127.0.0.1:{free_port()}/mcp"
     connector.save()
     with pytest.raises(ConnectorError):
@@ -158,6 +163,7 @@ def test_a_changed_description_disables_the_tool_until_an_admin_approves_it(inst
     role.users.add(staff)
     role.connectors.add(connector)
     connector_tools_sync(connector=connector, actor=admin_user)
+    approve_held_tools(connector)
     tool = ConnectorTool.objects.get(name="send_mail")
     pinned = tool.definition_hash
     assert [t.model_name for t in visible_connector_tools(user_id=staff.pk, tier="private")] == ["mail__send_mail"]
@@ -189,7 +195,7 @@ def test_a_changed_description_disables_the_tool_until_an_admin_approves_it(inst
 
     approved = connector_tool_definition_approve(tool=tool, actor=admin_user)
     assert approved.state == "active" and approved.description == injected and approved.pending_hash == ""
-    (approval,) = events("connector_definition_approved")
+    approval = events("connector_definition_approved")[-1]  # the first: approve_held_tools' review of the new tool
     assert approval.actor_username == "root" and approval.details["before_hash"] == pinned
     (view,) = visible_connector_tools(user_id=staff.pk, tier="private")
     assert view.definition_hash == approved.definition_hash
@@ -200,6 +206,7 @@ def test_a_changed_description_disables_the_tool_until_an_admin_approves_it(inst
 def test_a_definition_that_returns_to_the_pinned_one_is_active_again(install, mail_state):
     connector = stdio_connector("mail", "mail")
     connector_tools_sync(connector=connector)
+    approve_held_tools(connector)
     write_state(mail_state, {"description": "changed"})
     connector_tools_sync(connector=connector)
     write_state(mail_state, {"description": "Send an e-mail to a colleague."})
@@ -212,6 +219,7 @@ def test_a_definition_that_returns_to_the_pinned_one_is_active_again(install, ma
 def test_a_changed_input_schema_is_a_definition_change(install, mail_state):
     connector = stdio_connector("mail", "mail")
     connector_tools_sync(connector=connector)
+    approve_held_tools(connector)
     write_state(mail_state, {"input_schema": {"type": "object", "properties": {"bcc": {"type": "string"}}}})
     connector_tools_sync(connector=connector)
     (event,) = events("connector_definition_changed")
@@ -221,6 +229,7 @@ def test_a_changed_input_schema_is_a_definition_change(install, mail_state):
 def test_the_admin_approves_a_definition_with_an_action(install, mail_state, admin_user, client):
     connector = stdio_connector("mail", "mail")
     connector_tools_sync(connector=connector)
+    approve_held_tools(connector)
     write_state(mail_state, {"description": "new words"})
     connector_tools_sync(connector=connector)
     client.force_login(admin_user)
@@ -231,7 +240,7 @@ def test_the_admin_approves_a_definition_with_an_action(install, mail_state, adm
     )
     tool.refresh_from_db()
     assert tool.state == "active" and tool.description == "new words"
-    assert events("connector_definition_approved")[0].actor_username == "root"
+    assert events("connector_definition_approved")[-1].actor_username == "root"
 
 
 # --- admin sync, policy, job -----------------------------------------------------------

@@ -109,7 +109,9 @@ def connector_tools_sync(
     removed and the trigger (the admin who synced, or the scheduled job).
     A tool whose definition differs from its pinned hash is switched off
     (state `changed`) until an admin approves it; each such change is an
-    event. New tools start with the `require approval` policy. Raises
+    event. A new tool (also a renamed one: a new name) is held back the same
+    way, with nothing pinned, until an admin has seen its definition, and
+    starts with the `require approval` policy. Raises
     ConnectorError when the server cannot be listed (recorded on the
     connector for the admin; the tools stay as they were)."""
     try:
@@ -157,18 +159,25 @@ def _apply_tool_list(
         if tool is None:
             slug = tool_slug(name, taken)
             taken.add(slug)
+            # A tool that appears (or a renamed one, which is a new name) is
+            # held back like a changed one: nothing is pinned yet, its
+            # server-written description waits for an admin's review before
+            # any model is offered it.
             ConnectorTool.objects.create(
                 connector=locked,
                 name=name,
                 slug=slug,
-                description=definition.description,
-                input_schema=definition.input_schema,
-                definition_hash=new_hash,
-                state=ConnectorToolState.ACTIVE,
+                description="",
+                input_schema={},
+                definition_hash="",
+                pending_description=definition.description,
+                pending_input_schema=definition.input_schema,
+                pending_hash=new_hash,
+                state=ConnectorToolState.CHANGED,
                 policy=ConnectorToolPolicy.REQUIRE_APPROVAL,
                 changed_at=now,
             )
-            added.append(name)
+            added.append(name)  # the list-changed event names it; nothing was pinned to differ from
             continue
         before_state, before_pending = tool.state, tool.pending_hash
         if tool.state == ConnectorToolState.REMOVED:

@@ -91,10 +91,23 @@ def add_connector(
         business_summary=summary,
     )
     connector_tools_sync(connector=connector, sessions=_StdioListedOnce() if command else None)
+    approve_held_tools(connector)  # new tools wait for an admin's review, like changed ones
     ConnectorTool.objects.filter(connector=connector).update(policy=policy)
     for role in roles:
         role.connectors.add(connector)
     return connector
+
+
+def approve_held_tools(connector) -> list[str]:
+    """What an admin does after a sync: review and pin every held definition
+    (new tools and changed ones). Returns the names approved."""
+    from governance.connectors.services import connector_tool_definition_approve
+    from governance.models import ConnectorTool, ConnectorToolState
+
+    held = list(ConnectorTool.objects.filter(connector=connector, state=ConnectorToolState.CHANGED))
+    for tool in held:
+        connector_tool_definition_approve(tool=tool)
+    return sorted(tool.name for tool in held)
 
 
 def set_policy(connector, tool: str, policy: str) -> None:
