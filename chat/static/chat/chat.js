@@ -125,8 +125,14 @@
   function nearBottom() {
     return log.scrollHeight - log.scrollTop - log.clientHeight < 60;
   }
+  // Only the user scrolling up unpins the log. A scroll event can arrive after
+  // the box shrank (the composer grew in the same frame as our own scroll to
+  // the bottom): judged by distance alone it would unpin a log nobody moved.
+  let lastTop = 0;
   log.addEventListener("scroll", () => {
-    stick = nearBottom();
+    if (nearBottom()) stick = true;
+    else if (log.scrollTop < lastTop) stick = false;
+    lastTop = log.scrollTop;
     if (stick) $("jump").hidden = true;
   });
   function follow() {
