@@ -56,6 +56,10 @@ run: install
 	$(PY) manage.py seed_demo
 	$(PY) manage.py runserver --insecure $(HOST):$(PORT)
 
+# The suite runs in the production profile, which refuses the example
+# config's offline demo model; tests/owlai.test.toml is the example plus the
+# flag that allows it.
+test: export OWLAI_CONFIG := $(or $(OWLAI_CONFIG),$(CURDIR)/tests/owlai.test.toml)
 test: install-dev browser-deps
 	@$(PY) manage.py compilemessages --ignore=.venv -v 0 2>/dev/null || true
 	@if $(PY) -c "import socket; socket.create_connection(('127.0.0.1', 5432), 1).close(); socket.create_connection(('127.0.0.1', 6379), 1).close()" 2>/dev/null; then \

@@ -18,7 +18,8 @@ from pathlib import Path
 # one definition; governance.models.Tier gives them translated labels.
 PRIVATE, PUBLIC = "private", "public"
 TIERS = (PRIVATE, PUBLIC)
-PROVIDER_KINDS = ("openai", "offline-demo")
+DEMO_KIND = "offline-demo"
+PROVIDER_KINDS = ("openai", DEMO_KIND)
 # Access records are kept at least three years; a shorter value must stop
 # start-up rather than silently lose its meaning.
 MIN_RETENTION_DAYS = 1095
@@ -46,6 +47,9 @@ class ProviderSpec:
     base_url: str
     api_key_env: str
     models: tuple[ModelSpec, ...]
+    # Offline demo only: a production install (DATABASE_URL set) offers it to
+    # its users only when the file says so (see production_demo_problem).
+    allow_in_production: bool = False
 
 
 @dataclass(frozen=True)
@@ -144,6 +148,12 @@ def _parse_provider(raw: object, index: int) -> ProviderSpec:
     base_url = _require_str(raw, "base_url", where, default="")
     if kind == "openai" and not base_url.startswith(("http://", "https://")):
         raise InstallConfigError(f"{where}: 'base_url' must be an http(s) URL")
+    allow_in_production = raw.get("allow_in_production", False)
+    if not isinstance(allow_in_production, bool):
+        raise InstallConfigError(f"{where}: 'allow_in_production' must be true or false")
+    if allow_in_production and kind != DEMO_KIND:
+        # Only the demo model is refused in production; the flag elsewhere is a mistake.
+        raise InstallConfigError(f"{where}: 'allow_in_production' applies to kind '{DEMO_KIND}' only")
     return ProviderSpec(
         name=name,
         kind=kind,
@@ -151,6 +161,7 @@ def _parse_provider(raw: object, index: int) -> ProviderSpec:
         base_url=base_url,
         api_key_env=_require_str(raw, "api_key_env", where, default=""),
         models=_parse_models(raw.get("models"), where),
+        allow_in_production=allow_in_production,
     )
 
 
@@ -268,3 +279,20 @@ def load_install_config(path: str | Path) -> InstallConfig:
     except OSError as exc:
         raise InstallConfigError(f"cannot read install config {path}: {exc.strerror or exc}") from exc
     return parse_install_config(text, path=str(path))
+
+
+def production_demo_problem(config: InstallConfig) -> str | None:
+    """Why a production install must not start with this config, or None.
+
+    The offline demo model answers with canned text: a production install that
+    kept the example config would offer it to every user as a real model. It is
+    allowed only where the file enables it explicitly on that provider.
+    """
+    for provider in config.providers:
+        if provider.kind == DEMO_KIND and not provider.allow_in_production:
+            return (
+                f"{config.path}: provider '{provider.name}' is the offline demo model (kind '{DEMO_KIND}'), "
+                "which the production profile (DATABASE_URL set) does not offer unless enabled: point "
+                "OWLAI_CONFIG at your own install config, or set 'allow_in_production = true' on that provider"
+            )
+    return None

@@ -12,7 +12,7 @@ import environ
 from django.core.exceptions import ImproperlyConfigured
 from django.utils.translation import gettext_lazy as _
 
-from owlai.install_config import InstallConfigError, load_install_config
+from owlai.install_config import InstallConfigError, load_install_config, production_demo_problem
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 env = environ.Env()
@@ -271,6 +271,10 @@ try:
     OWLAI_INSTALL = load_install_config(OWLAI_CONFIG_PATH)
 except InstallConfigError as exc:
     raise ImproperlyConfigured(f"OwlAI install config: {exc}") from exc
+# The example config's offline demo model must not reach a production
+# install's users by default (the embedded demo keeps it).
+if not EMBEDDED and (_demo_problem := production_demo_problem(OWLAI_INSTALL)):
+    raise ImproperlyConfigured(f"OwlAI install config: {_demo_problem}")
 
 # --- Audit trail ----------------------------------------------------------------
 # Retention floor and value come from the install config (validated above).

@@ -24,6 +24,15 @@ kind = "offline-demo"
 tier = "private"
 models = ["owlai-offline-demo"]
 """
+# The production profile refuses the demo model unless the config allows it.
+PRODUCTION_DEMO = """
+[[providers]]
+name = "offline-demo"
+kind = "offline-demo"
+tier = "private"
+allow_in_production = true
+models = ["owlai-offline-demo"]
+"""
 
 
 def embedded_env(tmp_path: Path, config: str | None) -> dict[str, str]:
@@ -100,7 +109,7 @@ def test_superuser_role_refuses_web_and_worker(tmp_path, entry_point, require_po
     from django.conf import settings
 
     db = settings.DATABASES["default"]
-    env = embedded_env(tmp_path, None)
+    env = embedded_env(tmp_path, PRODUCTION_DEMO)
     env.update(
         # Any database will do: the check looks at the role, not the data.
         DATABASE_URL=f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/postgres",

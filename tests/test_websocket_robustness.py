@@ -276,7 +276,8 @@ def test_a_real_server_accepts_then_closes_with_the_documented_codes(
 
     config = tmp_path / "owlai.toml"
     config.write_text(
-        '[[providers]]\nname = "d"\nkind = "offline-demo"\ntier = "private"\nmodels = ["owlai-offline-demo"]\n'
+        '[[providers]]\nname = "d"\nkind = "offline-demo"\ntier = "private"\nallow_in_production = true\n'
+        'models = ["owlai-offline-demo"]\n'
     )
     stack = Stack(tmp_path, process_env(config, LOG_LEVEL="WARNING"))
 

@@ -41,6 +41,7 @@ CONFIG = """
 name = "offline-demo"
 kind = "offline-demo"
 tier = "private"
+allow_in_production = true
 models = [{{ name = "owlai-offline-demo", label = "Offline demo model" }}]
 
 [[providers]]
