@@ -82,6 +82,7 @@ format: install-dev
 	$(VENV)/bin/ruff format .
 	$(VENV)/bin/ruff check --fix .
 
+bench: export OWLAI_CONFIG := $(or $(OWLAI_CONFIG),$(CURDIR)/tests/owlai.test.toml)
 bench: install-dev
 	$(PY) bench/executor.py
 	$(PY) bench/mask.py

@@ -54,6 +54,10 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    # Static files (STATIC_ROOT, filled by collectstatic) from the app server
+    # itself, daphne included: Django's ASGI handler runs this middleware too,
+    # so no proxy configuration is needed for styles and scripts.
+    "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.locale.LocaleMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -147,7 +151,8 @@ USE_I18N = True
 USE_TZ = True
 
 STATIC_URL = "static/"
-STATIC_ROOT = BASE_DIR / "staticfiles"
+# Where collectstatic gathers the files the app server serves (whitenoise).
+STATIC_ROOT = Path(env.str("OWLAI_STATIC_ROOT", default=str(BASE_DIR / "staticfiles")))
 LOGIN_URL = "login"
 LOGOUT_REDIRECT_URL = "login"
 LOGIN_REDIRECT_URL = "/"
