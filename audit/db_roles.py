@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import contextlib
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from django.conf import settings
@@ -152,8 +152,9 @@ def create_role_statements(*, roles: Sequence[str]) -> list[str]:
 
     Existing roles are left untouched (their attributes and passwords are the
     DBA's business; the start-up check rejects dangerous ones). New roles get no
-    password: set one with ``ALTER ROLE ... PASSWORD`` or use another
-    authentication method; the command never handles secrets. Needs CREATEROLE.
+    password here: ``apply_setup(passwords=...)`` sets one (``audit_db_setup
+    --app-password-env``), or the DBA does, or another authentication method is
+    used. Needs CREATEROLE.
     """
     statements = []
     for name in roles:
@@ -455,6 +456,15 @@ def _preflight_problems(
     return problems
 
 
+def _password_verifier(connection: Any, role: str, password: str) -> str:
+    """The role's password as the server stores it (SCRAM, or what its
+    password_encryption says), computed by libpq on this side."""
+    if not password:
+        raise AuditDbSetupError(f"the password for role {role} is empty")
+    pgconn = connection.connection.pgconn
+    return pgconn.encrypt_password(password.encode(), role.encode(), None).decode("ascii")
+
+
 def apply_setup(
     *,
     connection: Any,
@@ -466,6 +476,7 @@ def apply_setup(
     other_tables: list[str],
     read_only_tables: Sequence[str] = (),
     create_roles: bool = False,
+    passwords: Mapping[str, str] | None = None,
 ) -> list[str]:
     """Run the set-up in one transaction on a Django connection; return the statements run.
 
@@ -476,7 +487,15 @@ def apply_setup(
     rolls it all back (AuditDbSetupError), so an install is never left half
     guarded. After the statements, the application and retention roles are
     verified with the same checks the application runs at start-up.
+
+    ``passwords`` (role name -> password) sets the application or retention
+    role's password in the same transaction. The statement carries the SCRAM
+    verifier libpq computes here, so the password itself never reaches the
+    server's statement log; it is not among the statements returned.
     """
+    unknown = set(passwords or {}) - {app_role, retention_role}
+    if unknown:
+        raise ValueError(f"passwords are set for the application and retention roles only, not {sorted(unknown)}")
     statements = setup_statements(
         owner_role=owner_role,
         app_role=app_role,
@@ -502,6 +521,8 @@ def apply_setup(
             raise AuditDbSetupError("; ".join(problems))
         for statement in [*role_statements, *statements]:
             cursor.execute(statement)
+        for role, password in (passwords or {}).items():
+            cursor.execute(f"ALTER ROLE {_role(role)} PASSWORD %s", [_password_verifier(connection, role, password)])
         problems = _role_problems(cursor, app_role, audit_tables=audit_tables)
         problems += _insert_problems(cursor, app_role, audit_tables=audit_tables)
         problems += _role_problems(cursor, retention_role, audit_tables=audit_tables, allowed=frozenset({"DELETE"}))

@@ -3,7 +3,8 @@
 Run it as the owner role (the one that ran ``migrate``), on PostgreSQL, after
 every ``migrate``:
 
-    python manage.py audit_db_setup --app-role owlai_app --retention-role owlai_retention [--create-roles]
+    python manage.py audit_db_setup --app-role owlai_app --retention-role owlai_retention [--create-roles] \
+        [--app-password-env NAME] [--retention-password-env NAME]
 
 Afterwards the application (``DATABASE_URL``) connects as the application role,
 which can only INSERT and SELECT audit rows; the daily purge
@@ -14,16 +15,28 @@ statements without running them. See ``audit.db_roles`` for the design.
 
 from __future__ import annotations
 
+import os
+
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 from django.db import DEFAULT_DB_ALIAS, connections
 
 from audit.db_roles import AuditDbSetupError, apply_setup, create_role_statements, setup_statements
 from audit.models import AUDIT_TABLES
+from owlai.install_config import is_env_name
 
 # The application may read which migrations are applied (``migrate --check``,
 # the runserver warning) but never record one: migrations run as the owner.
 MIGRATIONS_TABLE = "django_migrations"
+
+
+def _password_from_env(name: str) -> str:
+    if not is_env_name(name):
+        raise CommandError(f"{name!r} is not an environment variable name (give the NAME, not the password)")
+    value = os.environ.get(name, "")
+    if not value:
+        raise CommandError(f"environment variable {name} is not set or empty (nothing was changed)")
+    return value
 
 
 class Command(BaseCommand):
@@ -49,6 +62,15 @@ class Command(BaseCommand):
             action="store_true",
             help="create the application and retention roles (LOGIN, no password) when missing; needs CREATEROLE",
         )
+        # Names of environment variables, never the passwords: a command line
+        # is visible to every user of the machine (ps) and lands in shell history.
+        for role in ("app", "retention"):
+            parser.add_argument(
+                f"--{role}-password-env",
+                metavar="NAME",
+                default=None,
+                help=f"set the {role} role's password from the environment variable NAME (created or existing role)",
+            )
         parser.add_argument("--print-sql", action="store_true", help="print the SQL and change nothing")
         parser.add_argument("--database", default=DEFAULT_DB_ALIAS, help="database alias (default: default)")
 
@@ -64,6 +86,12 @@ class Command(BaseCommand):
             cursor.execute("SELECT current_user")
             current_user = cursor.fetchone()[0]
         owner_role = options["owner_role"] or current_user
+        password_envs = {
+            role: options[f"{kind}_password_env"]
+            for kind, role in (("app", app_role), ("retention", retention_role))
+            if options[f"{kind}_password_env"]
+        }
+        passwords = {role: _password_from_env(name) for role, name in password_envs.items()}
 
         existing = set(connection.introspection.table_names())
         missing = [t for t in AUDIT_TABLES if t not in existing]
@@ -92,13 +120,17 @@ class Command(BaseCommand):
             self.stdout.write(f"-- audit_db_setup: run as the owner role {owner_role}; nothing was executed\n")
             for statement in statements:
                 self.stdout.write(statement + ";")
+            for role, name in password_envs.items():
+                self.stdout.write(f"-- ALTER ROLE {role} PASSWORD <SCRAM verifier of ${name}>;")
             return
 
         with connection.cursor() as cursor:
             cursor.execute("SELECT rolname FROM pg_roles WHERE rolname = ANY(%s)", [[app_role, retention_role]])
             existed = {row[0] for row in cursor.fetchall()}
         try:
-            statements = apply_setup(connection=connection, create_roles=options["create_roles"], **kwargs)
+            statements = apply_setup(
+                connection=connection, create_roles=options["create_roles"], passwords=passwords, **kwargs
+            )
         except (ValueError, AuditDbSetupError) as exc:
             raise CommandError(f"{exc} (nothing was changed)") from exc
 
@@ -106,7 +138,10 @@ class Command(BaseCommand):
             for statement in statements:
                 self.stdout.write(statement + ";")
         for role in (app_role, retention_role):
-            if role in existed:
+            if role in password_envs:
+                state = "already existed, attributes left unchanged" if role in existed else "created (LOGIN)"
+                self.stdout.write(f"Role {role}: {state}; password set from ${password_envs[role]}.")
+            elif role in existed:
                 self.stdout.write(f"Role {role}: already existed, attributes and password left unchanged.")
             else:
                 self.stdout.write(
