@@ -82,6 +82,12 @@ BLOCK_START, BLOCK_END = "<!-- production-block:start -->", "<!-- production-blo
 SERVICES_MARKER = "# 4. The services"
 PG_SUPERUSER = {"PGHOST": "127.0.0.1", "PGPORT": "5432", "PGUSER": "postgres"}
 ANSWER = "Production block answer."
+# Run in the block's environment: the purge connects as the retention role.
+PURGE = (
+    "import psycopg; from django.conf import settings; from audit.retention import purge_expired; purge_expired(); "
+    "print('purged as', psycopg.connect(settings.OWLAI_RETENTION_DATABASE_URL).execute('SELECT current_user')"
+    ".fetchone()[0])"
+)
 
 
 def readme_block() -> tuple[str, list[str]]:
@@ -304,6 +310,18 @@ def test_the_readme_production_block_installs_a_working_stack(tmp_path, require_
         assert frames[-1]["status"] == "completed", frames
         assert ANSWER in json.dumps(frames, ensure_ascii=False)
         assert fake.requests, "the turn reached the model server"
+        assert all(proc.poll() is None for proc in services.procs), "web, worker and beat still run"
+
+        # The retention role's connection (OWLAI_RETENTION_DATABASE_URL) may purge.
+        purge = subprocess.run(
+            ["bash", "-c", f'source "{env_dump}" && exec .venv/bin/python manage.py shell -c "{PURGE}"'],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert purge.returncode == 0 and f"purged as {roles['retention']}" in purge.stdout, purge.stderr[-3000:]
 
         with admin_connection() as conn:
             verifiers = dict(
