@@ -346,3 +346,59 @@ def test_the_readme_production_block_installs_a_working_stack(tmp_path, require_
         services.stop()
         fake.__exit__(None, None, None)
         drop_install(db, list(roles.values()))
+
+
+# --- deploy/: the systemd units run what the block runs ----------------------------
+
+DEPLOY = ROOT / "deploy"
+UNITS = ("owlai-web.service", "owlai-worker@.service", "owlai-beat.service")
+INSTALL_DIR = "/opt/owlai/"
+
+
+def exec_start(unit: str) -> str:
+    (line,) = [line for line in (DEPLOY / unit).read_text().splitlines() if line.startswith("ExecStart=")]
+    return line.removeprefix("ExecStart=")
+
+
+def normalized(command: str) -> list[str]:
+    """A command's words, with the unit's install directory, its ${NAME} and the
+    block's "$NAME" written alike, and the worker template's node name left out."""
+    import shlex
+
+    words = shlex.split(command.replace(INSTALL_DIR, "").replace("${", "$").replace("}", ""), comments=True)
+    if "-n" in words:
+        index = words.index("-n")
+        del words[index : index + 2]
+    return words
+
+
+def test_the_units_run_the_blocks_service_lines():
+    _setup, service_lines = readme_block()
+    assert [normalized(exec_start(unit)) for unit in UNITS] == [normalized(line) for line in service_lines]
+    assert "%i@%H" in exec_start("owlai-worker@.service")  # each instance its own Celery node name
+
+
+def test_the_env_example_sets_what_the_services_read():
+    example = (DEPLOY / "owlai.env.example").read_text()
+    names = {line.split("=", 1)[0] for line in example.splitlines() if line and not line.startswith("#")}
+    setup, service_lines = readme_block()
+    exported = set(re.findall(r"^export (\w+)=", setup, re.MULTILINE))
+    used = {word[1:] for line in service_lines for word in normalized(line) if word.startswith("$")}
+    assert exported == {"DATABASE_URL", "OWLAI_RETENTION_DATABASE_URL", "OWLAI_DB_POOL_SIZE"}
+    assert used == {"OWLAI_BIND", "OWLAI_PORT", "OWLAI_BEAT_SCHEDULE"}
+    required = {"REDIS_URL", "SECRET_KEY", "OWLAI_CONFIG", "ALLOWED_HOSTS", "OWLAI_STATIC_ROOT", "OWLAI_VAR_DIR"}
+    assert exported | used | required <= names
+    assert "owlai_owner" not in example  # services never connect as the owner
+
+
+def test_systemd_accepts_the_units(tmp_path):
+    """`systemd-analyze verify` on the units as installed in this checkout:
+    unknown keys, bad values and a command that is not executable fail it."""
+    for unit in UNITS:
+        text = (DEPLOY / unit).read_text().replace(INSTALL_DIR, f"{ROOT}/")
+        (tmp_path / unit.replace("@.", "@1.")).write_text(text)
+        if "@" in unit:
+            (tmp_path / unit).write_text(text)  # the template the instance comes from
+    instances = [str(tmp_path / unit.replace("@.", "@1.")) for unit in UNITS]
+    result = subprocess.run(["systemd-analyze", "verify", *instances], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0 and not (result.stdout + result.stderr).strip(), result.stdout + result.stderr
