@@ -281,6 +281,14 @@ def test_the_readme_production_block_installs_a_working_stack(tmp_path, require_
         result = subprocess.run(["bash", str(script)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
         assert result.returncode == 0, f"block failed:\n{result.stdout[-4000:]}\n{result.stderr[-4000:]}"
         assert "password set from $OWLAI_APP_PASSWORD" in result.stdout
+        # Step 2 again, as after an upgrade: the roles exist, their passwords are set anew.
+        prelude, rest = setup.split("# 1.")
+        step2 = "# 2." + rest.split("# 2.")[1].split("# 3.")[0]
+        rerun = subprocess.run(
+            ["bash", "-c", prelude + step2], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300
+        )
+        assert rerun.returncode == 0, rerun.stderr[-4000:]
+        assert f"Role {roles['app']}: already existed, attributes left unchanged; password set" in rerun.stdout
         web = services.start(service_lines[0])
         wait_for_port(port, web, web.log, timeout=60)
         for line in service_lines[1:]:
