@@ -410,3 +410,24 @@ def test_systemd_accepts_the_units(tmp_path):
     instances = [str(tmp_path / unit.replace("@.", "@1.")) for unit in UNITS]
     result = subprocess.run(["systemd-analyze", "verify", *instances], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0 and not (result.stdout + result.stderr).strip(), result.stdout + result.stderr
+
+
+# --- audit_db_setup: passwords from the environment, never from the command line ----
+
+
+@pytest.mark.django_db
+def test_audit_db_setup_reads_passwords_only_from_named_environment_variables(monkeypatch, require_postgres_app_db):
+    from io import StringIO
+
+    from django.core.management import CommandError, call_command
+
+    roles = {"app_role": "owlai_block_app_x", "retention_role": "owlai_block_retention_x"}
+    with pytest.raises(CommandError, match="not set or empty"):
+        call_command("audit_db_setup", **roles, app_password_env="OWLAI_BLOCK_UNSET_PASSWORD")
+    with pytest.raises(CommandError, match="not an environment variable name"):
+        call_command("audit_db_setup", **roles, retention_password_env="s3cret-pass!")
+    monkeypatch.setenv("OWLAI_BLOCK_APP_PASSWORD", "the-app-password")
+    out = StringIO()
+    call_command("audit_db_setup", **roles, app_password_env="OWLAI_BLOCK_APP_PASSWORD", print_sql=True, stdout=out)
+    assert "PASSWORD <SCRAM verifier of $OWLAI_BLOCK_APP_PASSWORD>" in out.getvalue()
+    assert "the-app-password" not in out.getvalue()
