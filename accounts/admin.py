@@ -6,6 +6,10 @@ from __future__ import annotations
 
 from django import forms
 from django.contrib import admin, messages
+from django.contrib.auth import get_user_model
+from django.contrib.auth.admin import GroupAdmin as DjangoGroupAdmin
+from django.contrib.auth.admin import UserAdmin as DjangoUserAdmin
+from django.contrib.auth.models import Group
 from django.core.exceptions import PermissionDenied
 from django.utils import timezone
 from django.utils.translation import gettext as _
@@ -14,6 +18,9 @@ from django.utils.translation import gettext_lazy
 from accounts.models import ApiToken
 from accounts.services import api_token_create, api_token_revoke
 from audit.admin_views import AuditedViewsMixin
+from audit.governed import GovernedAdminMixin
+from audit.models import ResourceKind
+from audit.registry import register_resource_model
 
 
 class ApiTokenAddForm(forms.ModelForm):
@@ -86,3 +93,26 @@ class ApiTokenAdmin(AuditedViewsMixin, admin.ModelAdmin):
             api_token_revoke(token=token, actor=request.user, request=request)
             revoked += 1
         self.message_user(request, _("%(count)d API token(s) revoked.") % {"count": revoked}, messages.SUCCESS)
+
+
+# Users and groups: who may do what here. Every change goes through
+# accounts.services (GovernedAdminMixin), so who made whom staff, superuser
+# or a group member is on the record; opening the user list (or another
+# user's page) is an admin view event too.
+User = get_user_model()
+for _model in (User, Group):
+    if admin.site.is_registered(_model):
+        admin.site.unregister(_model)
+register_resource_model(ResourceKind.USER, User)
+
+
+@admin.register(User)
+class AuditedUserAdmin(GovernedAdminMixin, AuditedViewsMixin, DjangoUserAdmin):
+    audit_resource_kind = ResourceKind.USER
+    audit_owner_field = "pk"
+    audit_owner_name_field = "username"
+
+
+@admin.register(Group)
+class GovernedGroupAdmin(GovernedAdminMixin, DjangoGroupAdmin):
+    pass
