@@ -45,6 +45,8 @@ class GovernedModel:
     m2m: tuple[str, ...] = ()
     # Further recorded values read by primary key (e.g. a collection's documents).
     extra: Callable[[Any], dict] | None = None
+    # How a field is recorded when not as it is (a document's body: its digest).
+    shown: dict[str, Callable[[Any], Any]] = field(default_factory=dict)
     name: Callable[[models.Model], str] = str
     # The user a change is about (owner_id/owner_username of the event).
     owner: Callable[[models.Model], Any] | None = None
@@ -57,14 +59,15 @@ class GovernedModel:
         instance = self.model._default_manager.select_for_update().filter(pk=pk).first()
         if instance is None:
             return None
-        values = {}
+        values = dict(self.extra(pk)) if self.extra is not None else {}
         for name in self.fields.all:
+            if name in values:
+                continue
             if name in self.m2m:
                 values[name] = sorted(_related_name(related) for related in getattr(instance, name).all())
             else:
-                values[name] = json_value(getattr(instance, name))
-        if self.extra is not None:
-            values.update(self.extra(pk))
+                value = getattr(instance, name)
+                values[name] = json_value(self.shown[name](value) if name in self.shown else value)
         return values
 
     def save(

@@ -17,8 +17,12 @@ from django.urls import reverse
 from django.utils.html import format_html
 from django.utils.translation import gettext_lazy as _
 
+from audit.actors import actor_from_request
+from audit.governed import GovernedAdminMixin, register_governed
 from audit.models import ResourceKind
 from audit.registry import register_resource_model
+from governance import documents  # noqa: F401 (registers the governed document models)
+from governance.connectors import services as connector_services  # noqa: F401 (registers Connector)
 from governance.admin_classifications import ColumnClassificationAdmin
 from governance.admin_grants import DbGrantInline
 from governance.exposure import (
@@ -28,7 +32,6 @@ from governance.exposure import (
     record_exposure_opened,
     resource_open_to_all_models,
 )
-from governance.grant_diff import EMPTY
 from governance.models import (
     ColumnClassification,
     Connector,
@@ -48,15 +51,10 @@ from governance.schema_analysis import schema_analysis_start
 from governance.services import (
     GovernanceError,
     db_connection_account_check,
-    db_connection_delete,
     db_connection_dsn,
     db_connection_set_stored_dsn,
-    db_connection_settings,
-    db_connection_settings_change_record,
     feature_default_set,
     model_set_enabled,
-    role_grants_snapshot,
-    role_permission_change_record,
 )
 from governance.sql.execute import QueryError
 
@@ -103,8 +101,25 @@ class ProviderAdmin(admin.ModelAdmin):
         return False
 
 
+def _model_save(*, instance: LlmModel, actor, related=None) -> None:
+    model_set_enabled(model=instance, enabled=instance.enabled, actor=actor)
+
+
+def _feature_default_save(*, instance: FeatureDefault, actor, related=None) -> None:
+    feature_default_set(feature=instance.feature, model=instance.model, actor=actor)
+
+
+def _not_deleted(*, instance, actor) -> None:
+    # Models and feature defaults come from the install config: never deleted here.
+    raise PermissionError(f"{instance._meta.label} is not deleted in the admin")
+
+
+register_governed(LlmModel, save=_model_save, delete=_not_deleted)
+register_governed(FeatureDefault, save=_feature_default_save, delete=_not_deleted)
+
+
 @admin.register(LlmModel)
-class LlmModelAdmin(admin.ModelAdmin):
+class LlmModelAdmin(GovernedAdminMixin, admin.ModelAdmin):
     list_display = ("name", "label", "provider", "tier_display", "enabled", "in_config")
     list_filter = ("enabled", "provider__tier", "provider")
     fields = ("provider", "name", "label", "tier_display", "in_config", "enabled")
@@ -121,22 +136,21 @@ class LlmModelAdmin(admin.ModelAdmin):
     def has_delete_permission(self, request, obj=None) -> bool:
         return False
 
-    def save_model(self, request, obj, form, change) -> None:
-        model_set_enabled(model=obj, enabled=form.cleaned_data["enabled"], request=request)
-
     @admin.action(description=_("Enable selected models"))
     def enable_models(self, request, queryset) -> None:
+        actor = actor_from_request(request)
         for model in queryset:
-            model_set_enabled(model=model, enabled=True, request=request)
+            model_set_enabled(model=model, enabled=True, actor=actor)
 
     @admin.action(description=_("Disable selected models"))
     def disable_models(self, request, queryset) -> None:
+        actor = actor_from_request(request)
         for model in queryset:
-            model_set_enabled(model=model, enabled=False, request=request)
+            model_set_enabled(model=model, enabled=False, actor=actor)
 
 
 @admin.register(FeatureDefault)
-class FeatureDefaultAdmin(admin.ModelAdmin):
+class FeatureDefaultAdmin(GovernedAdminMixin, admin.ModelAdmin):
     list_display = ("feature", "model")
     fields = ("feature", "model")
     readonly_fields = ("feature",)
@@ -154,9 +168,9 @@ class FeatureDefaultAdmin(admin.ModelAdmin):
             )
         return super().formfield_for_foreignkey(db_field, request, **kwargs)
 
-    def save_model(self, request, obj, form, change) -> None:
+    def save_related(self, request, form, formsets, change) -> None:
         try:
-            feature_default_set(feature=obj.feature, model=form.cleaned_data["model"], request=request)
+            super().save_related(request, form, formsets, change)
         except GovernanceError as exc:
             self.message_user(request, str(exc), level=messages.ERROR)
 
@@ -241,12 +255,18 @@ class ExposureAdminMixin:
             self.message_user(request, CLOSE_REFUSED, level=messages.INFO)
         return super().render_change_form(request, context, add, change, form_url, obj)
 
-    def save_model(self, request, obj, form, change) -> None:
-        wanted = form.cleaned_data.get("exposure", obj.exposure)
+    def governed_before_save(self, request, form, change) -> None:
+        # The form may not change exposure: opening is the service's (below).
+        obj = form.instance
         if change:
             stored = type(obj).objects.filter(pk=obj.pk).values_list("exposure", flat=True).first()
             obj.exposure = stored or obj.exposure
-        super().save_model(request, obj, form, change)
+        super().governed_before_save(request, form, change)
+
+    def governed_after_save(self, request, form, change) -> None:
+        super().governed_after_save(request, form, change)
+        obj = form.instance
+        wanted = form.cleaned_data.get("exposure", obj.exposure)
         if wanted == Exposure.ALL_MODELS and obj.exposure != Exposure.ALL_MODELS:
             resource_open_to_all_models(resource=obj, request=request)
             obj.exposure = Exposure.ALL_MODELS
@@ -259,7 +279,7 @@ class ExposureAdminMixin:
 
 
 @admin.register(DbConnection)
-class DbConnectionAdmin(ExposureAdminMixin, admin.ModelAdmin):
+class DbConnectionAdmin(ExposureAdminMixin, GovernedAdminMixin, admin.ModelAdmin):
     form = DbConnectionForm
     actions = ["analyse_schema"]
 
@@ -301,21 +321,12 @@ class DbConnectionAdmin(ExposureAdminMixin, admin.ModelAdmin):
         url = reverse("admin:governance_columnclassification_coverage", args=[obj.pk])
         return format_html('<a href="{}">{}</a>', url, _("Coverage"))
 
-    def save_model(self, request, obj, form, change) -> None:
-        # Engine, DSN and schemas decide what existing grants reach: each
-        # change is a settings-change event (the DSN itself never is).
-        before = db_connection_settings(connection_id=obj.pk) if change else None
-        super().save_model(request, obj, form, change)  # ExposureAdminMixin: exposure rules
+    def governed_after_save(self, request, form, change) -> None:
+        # Inside governance.services.connection_save: a replaced DSN is in
+        # the same record as the other settings (that it changed, never what).
+        super().governed_after_save(request, form, change)
         if form.cleaned_data.get("stored_dsn"):
-            db_connection_set_stored_dsn(connection=obj, dsn=form.cleaned_data["stored_dsn"])
-        db_connection_settings_change_record(connection=obj, before=before, request=request)
-
-    def delete_model(self, request, obj) -> None:
-        db_connection_delete(connection=obj, request=request)
-
-    def delete_queryset(self, request, queryset) -> None:
-        for connection in queryset:
-            db_connection_delete(connection=connection, request=request)
+            db_connection_set_stored_dsn(connection=form.instance, dsn=form.cleaned_data["stored_dsn"])
 
 
 class DocumentCollectionForm(forms.ModelForm):
@@ -336,7 +347,7 @@ class DocumentInline(admin.StackedInline):
 
 
 @admin.register(DocumentCollection)
-class DocumentCollectionAdmin(ExposureAdminMixin, admin.ModelAdmin):
+class DocumentCollectionAdmin(ExposureAdminMixin, GovernedAdminMixin, admin.ModelAdmin):
     form = DocumentCollectionForm
     list_display = ("name", "exposure", "created_at")
     list_filter = ("exposure",)
@@ -345,7 +356,7 @@ class DocumentCollectionAdmin(ExposureAdminMixin, admin.ModelAdmin):
 
 
 @admin.register(Document)
-class DocumentAdmin(admin.ModelAdmin):
+class DocumentAdmin(GovernedAdminMixin, admin.ModelAdmin):
     list_display = ("title", "collection", "created_at")
     list_filter = ("collection",)
     search_fields = ("title",)
@@ -391,7 +402,7 @@ class ConnectorToolInline(admin.TabularInline):
 
 
 @admin.register(Connector)
-class ConnectorAdmin(ExposureAdminMixin, admin.ModelAdmin):
+class ConnectorAdmin(ExposureAdminMixin, GovernedAdminMixin, admin.ModelAdmin):
     """Connectors (MCP servers). Tools come from the server (*Sync tools*, and
     a scheduled job); their policy and definition review are per tool."""
 
@@ -499,37 +510,12 @@ class ConnectorToolAdmin(admin.ModelAdmin):
 
 
 @admin.register(Role)
-class RoleAdmin(admin.ModelAdmin):
-    """Grant changes are recorded as one permission-change event per save:
-    what the request opened and what it closed."""
+class RoleAdmin(GovernedAdminMixin, admin.ModelAdmin):
+    """Grant changes are recorded as one permission-change event per save
+    (governance.services.role_save): what it opened and what it closed."""
 
     list_display = ("name", "description")
     search_fields = ("name",)
     filter_horizontal = ("users", "document_collections", "connectors")
     fields = ("name", "description", "users", "document_collections", "connectors", "can_view_raw_pii")
     inlines = [DbGrantInline]
-
-    def save_model(self, request, obj, form, change) -> None:
-        request._owlai_grants_before = role_grants_snapshot(role_id=obj.pk if change else None)
-        super().save_model(request, obj, form, change)
-
-    def save_related(self, request, form, formsets, change) -> None:
-        super().save_related(request, form, formsets, change)
-        role = form.instance
-        role_permission_change_record(
-            role_id=role.pk,
-            role_name=role.name,
-            before=getattr(request, "_owlai_grants_before", EMPTY),
-            after=role_grants_snapshot(role_id=role.pk),
-            request=request,
-        )
-
-    def delete_model(self, request, obj) -> None:
-        before = role_grants_snapshot(role_id=obj.pk)
-        role_id, name = obj.pk, obj.name
-        super().delete_model(request, obj)
-        role_permission_change_record(role_id=role_id, role_name=name, before=before, after=EMPTY, request=request)
-
-    def delete_queryset(self, request, queryset) -> None:
-        for role in queryset:
-            self.delete_model(request, role)
