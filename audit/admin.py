@@ -380,7 +380,7 @@ class SqlExecutionAdmin(ToolCallScreen):
         PeriodFilter,
         ActorFilter,
         ConnectionFilter,
-    EventTypeFilter,
+        EventTypeFilter,
         CallOutcomeFilter,
     )
     search_help_text = gettext_lazy("Searches the SQL text and the names of the tables read.")
@@ -402,7 +402,7 @@ class ToolCallAuditAdmin(ToolCallScreen):
         PeriodFilter,
         ActorFilter,
         ConnectionFilter,
-    EventTypeFilter,
+        EventTypeFilter,
         "tool",
         CallOutcomeFilter,
     )
@@ -438,7 +438,16 @@ class AuditEventAdmin(PickerFiltersMixin, CsvExportMixin, ReadOnlyAdmin):
         ("details", gettext_lazy("details")),
     ]
     csv_labels = {"kind": event_type_choices, "resource_kind": lambda: ResourceKind.choices}
-    list_display = ("time", "kind_shown", "actor_username", "ip", "target", "owner_username", "row_count", "filters_shown")
+    list_display = (
+        "time",
+        "kind_shown",
+        "actor_username",
+        "ip",
+        "target",
+        "owner_username",
+        "row_count",
+        "filters_shown",
+    )
     list_filter = (("created_at", TimeRangeFilter), PeriodFilter, ActorFilter, EventTypeFilter, ResourceKindFilter)
     search_fields = ("resource_id", "owner_username")
     search_help_text = gettext_lazy("Searches the resource id and the owner's user name.")

@@ -22,9 +22,9 @@ from audit.governed import GovernedAdminMixin, register_governed
 from audit.models import ResourceKind
 from audit.registry import register_resource_model
 from governance import documents  # noqa: F401 (registers the governed document models)
-from governance.connectors import services as connector_services  # noqa: F401 (registers Connector)
 from governance.admin_classifications import ColumnClassificationAdmin
 from governance.admin_grants import DbGrantInline
+from governance.connectors import services as connector_services  # noqa: F401 (registers Connector)
 from governance.exposure import (
     CLOSE_REFUSED,
     embedding_exposure_warning,
