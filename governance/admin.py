@@ -421,7 +421,7 @@ class ConnectorAdmin(ExposureAdminMixin, GovernedAdminMixin, admin.ModelAdmin):
 
         for connector in queryset:
             try:
-                result = connector_tools_sync(connector=connector, actor=request.user, request=request)
+                result = connector_tools_sync(connector=connector, actor=actor_from_request(request))
             except ConnectorError as error:
                 self.message_user(request, f"{connector.name}: {error}", level=messages.ERROR)
                 continue
@@ -444,8 +444,17 @@ class ConnectorToolForm(forms.ModelForm):
         fields = ("policy",)
 
 
+def _connector_tool_save(*, instance: ConnectorTool, actor, related=None) -> None:
+    from governance.connectors.services import connector_tool_set_policy
+
+    connector_tool_set_policy(tool=instance, policy=instance.policy, actor=actor)
+
+
+register_governed(ConnectorTool, save=_connector_tool_save, delete=_not_deleted)
+
+
 @admin.register(ConnectorTool)
-class ConnectorToolAdmin(admin.ModelAdmin):
+class ConnectorToolAdmin(GovernedAdminMixin, admin.ModelAdmin):
     """A tool's policy (allow / require approval / block) and the review of a
     changed definition. Everything else comes from the server."""
 
@@ -475,26 +484,23 @@ class ConnectorToolAdmin(admin.ModelAdmin):
     def has_delete_permission(self, request, obj=None) -> bool:
         return False
 
-    def save_model(self, request, obj, form, change) -> None:
-        from governance.connectors.services import connector_tool_set_policy
-
-        connector_tool_set_policy(tool=obj, policy=form.cleaned_data["policy"], actor=request.user, request=request)
-
     @admin.action(description=_("Approve the changed definition"))
     def approve_definition(self, request, queryset) -> None:
         from governance.connectors.services import connector_tool_definition_approve
 
+        actor = actor_from_request(request)
         for tool in queryset.filter(state=ConnectorToolState.CHANGED):
             try:
-                connector_tool_definition_approve(tool=tool, actor=request.user, request=request)
+                connector_tool_definition_approve(tool=tool, actor=actor)
             except GovernanceError as refused:
                 self.message_user(request, str(refused), level=messages.ERROR)
 
     def _set_policy(self, request, queryset, policy: str) -> None:
         from governance.connectors.services import connector_tool_set_policy
 
+        actor = actor_from_request(request)
         for tool in queryset:
-            connector_tool_set_policy(tool=tool, policy=policy, actor=request.user, request=request)
+            connector_tool_set_policy(tool=tool, policy=policy, actor=actor)
 
     @admin.action(description=_("Policy: allow"))
     def set_allow(self, request, queryset) -> None:

@@ -67,3 +67,23 @@ def test_a_model_nobody_registered_is_refused_not_saved_silently():
 
     with pytest.raises(LookupError):
         governed_actions(AuditDigest)
+
+
+@pytest.mark.django_db
+def test_the_connector_tool_policy_is_saved_through_its_service(client, django_user_model):
+    from django.urls import reverse
+
+    from audit.models import AuditEvent
+    from governance.models import ConnectorTool
+
+    admin_user = django_user_model.objects.create_superuser("root", password="pw-root-123")
+    client.force_login(admin_user)
+    crm = Connector.objects.create(name="crm", transport="streamable_http", url="https://crm.internal/mcp")
+    tool = ConnectorTool.objects.create(connector=crm, name="lookup", slug="lookup", policy="allow")
+    url = reverse("admin:governance_connectortool_change", args=[tool.pk])
+    assert client.post(url, {"policy": "block"}).status_code == 302
+    tool.refresh_from_db()
+    assert tool.policy == "block"
+    (event,) = AuditEvent.objects.filter(resource_kind="connector_tool")
+    assert (event.details["before"], event.details["after"], event.actor_username) == ("allow", "block", "root")
+    assert event.ip == "127.0.0.1"

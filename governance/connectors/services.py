@@ -18,7 +18,7 @@ from django.db import transaction
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
-from audit.actors import Actor
+from audit.actors import Actor, as_actor
 from audit.changes import Fields
 from audit.events import audit_event_write
 from audit.governed import GovernedModel, register_governed
@@ -129,8 +129,7 @@ def connector_tools_sync(
     except ConnectorError as error:
         Connector.objects.filter(pk=connector.pk).update(last_sync_error=str(error)[:300])
         raise
-    user = actor if actor is not None else getattr(request, "user", None)
-    trigger = TRIGGER_ADMIN if user is not None and getattr(user, "is_authenticated", False) else TRIGGER_JOB
+    trigger = TRIGGER_ADMIN if as_actor(actor=actor, request=request).is_user else TRIGGER_JOB
     return _apply_tool_list(connector=connector, definitions=definitions, actor=actor, request=request, trigger=trigger)
 
 
