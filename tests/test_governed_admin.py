@@ -9,9 +9,20 @@ from django.contrib import admin
 from django.contrib.admin import AdminSite
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
+from django.urls import reverse
 
 from audit.governed import GovernedAdminMixin, governed_actions, governed_models, is_governed
-from governance.models import Connector, DbConnection, Document, DocumentCollection, FeatureDefault, LlmModel, Role
+from audit.models import AuditEvent
+from governance.models import (
+    Connector,
+    ConnectorTool,
+    DbConnection,
+    Document,
+    DocumentCollection,
+    FeatureDefault,
+    LlmModel,
+    Role,
+)
 
 HOOKS = ("save_model", "save_related", "delete_model", "delete_queryset")
 
@@ -40,7 +51,7 @@ def test_every_governed_models_admin_goes_through_its_services():
 def test_the_governed_models_are_the_ones_that_grant_or_reach_data():
     # Not vacuous: the walk above covers these (each registered in the admin).
     expected = {get_user_model(), Group, Role, DbConnection, Connector, DocumentCollection, Document}
-    expected |= {LlmModel, FeatureDefault}
+    expected |= {LlmModel, FeatureDefault, ConnectorTool}
     assert expected <= set(governed_models())
     assert expected <= set(admin.site._registry)
 
@@ -71,11 +82,6 @@ def test_a_model_nobody_registered_is_refused_not_saved_silently():
 
 @pytest.mark.django_db
 def test_the_connector_tool_policy_is_saved_through_its_service(client, django_user_model):
-    from django.urls import reverse
-
-    from audit.models import AuditEvent
-    from governance.models import ConnectorTool
-
     admin_user = django_user_model.objects.create_superuser("root", password="pw-root-123")
     client.force_login(admin_user)
     crm = Connector.objects.create(name="crm", transport="streamable_http", url="https://crm.internal/mcp")
