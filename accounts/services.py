@@ -163,11 +163,21 @@ USERS = GovernedModel(
     ),
 )
 
+
+def _group_members(group_id) -> dict:
+    # Deleting a group takes its permissions from each member: who, on the record.
+    names = (
+        User.objects.filter(groups=group_id).order_by(User.USERNAME_FIELD).values_list(User.USERNAME_FIELD, flat=True)
+    )
+    return {"members": list(names)}
+
+
 GROUPS = GovernedModel(
     model=Group,
     resource_kind=ResourceKind.GROUP,
-    fields=Fields(plain=("name", "permissions")),
+    fields=Fields(plain=("name", "permissions", "members")),
     m2m=("permissions",),
+    extra=_group_members,
     created=EventKind.GROUP_CREATED,
     updated=EventKind.GROUP_UPDATED,
     deleted=EventKind.GROUP_DELETED,

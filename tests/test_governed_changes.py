@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group, Permission
 from django.core.exceptions import ValidationError
 from django.forms import MultiWidget
@@ -381,3 +382,39 @@ def test_adding_a_user_to_a_group_in_the_admin_and_a_group_permission(admin_clie
     assert group_event.details["after"] == {"permissions": ["audit.view_auditevent"]}
     group_update(group=admins, actor=SYSTEM, name="auditors-2")
     assert AuditEvent.objects.filter(kind="group_updated").count() == 2
+
+
+def test_a_user_created_in_the_admin_is_one_event_without_the_password(admin_client, personas):
+    response = admin_client.post(
+        reverse("admin:auth_user_add"),
+        {
+            "username": "newcomer",
+            "password1": "a-long-pass-321",
+            "password2": "a-long-pass-321",
+            "usable_password": "true",
+        },
+    )
+    assert response.status_code == 302, response.content.decode()[:3000]
+    user = get_user_model().objects.get(username="newcomer")
+    event = only_event(kind="user_created")
+    assert_admin_actor(event)
+    assert (event.owner_username, event.details["before"]) == ("newcomer", {})
+    assert event.details["after"] == {
+        "username": "newcomer",
+        "is_active": True,
+        "is_staff": False,
+        "is_superuser": False,
+        "groups": [],
+        "user_permissions": [],
+        "password": "set",
+    }
+    assert user.password not in json.dumps(event.details) and "a-long-pass-321" not in json.dumps(event.details)
+
+
+def test_deleting_a_group_is_on_the_record(admin_client, personas):
+    group = Group.objects.create(name="temps")
+    group.user_set.add(personas.staff)
+    assert admin_client.post(reverse("admin:auth_group_delete", args=[group.pk]), {"post": "yes"}).status_code == 302
+    event = only_event(kind="group_deleted")
+    assert_admin_actor(event)
+    assert event.details["before"] == {"name": "temps", "permissions": [], "members": ["staff"]}
