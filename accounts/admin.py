@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from django import forms
 from django.contrib import admin, messages
+from django.contrib.admin.utils import unquote
 from django.contrib.auth import get_user_model
 from django.contrib.auth.admin import GroupAdmin as DjangoGroupAdmin
 from django.contrib.auth.admin import UserAdmin as DjangoUserAdmin
@@ -16,7 +17,8 @@ from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
 from accounts.models import ApiToken
-from accounts.services import api_token_create, api_token_revoke
+from accounts.services import api_token_create, api_token_revoke, user_password_change
+from audit.actors import actor_from_request
 from audit.admin_views import AuditedViewsMixin
 from audit.governed import GovernedAdminMixin
 from audit.models import ResourceKind
@@ -111,6 +113,16 @@ class AuditedUserAdmin(GovernedAdminMixin, AuditedViewsMixin, DjangoUserAdmin):
     audit_resource_kind = ResourceKind.USER
     audit_owner_field = "pk"
     audit_owner_name_field = "username"
+
+    def user_change_password(self, request, id, form_url=""):
+        # Django's view saves the user itself: the service records around it.
+        if request.method != "POST":
+            return super().user_change_password(request, id, form_url)
+        return user_password_change(
+            user_id=unquote(id),
+            actor=actor_from_request(request),
+            apply=lambda: super(AuditedUserAdmin, self).user_change_password(request, id, form_url),
+        )
 
 
 @admin.register(Group)

@@ -213,6 +213,12 @@ def user_save(*, instance, actor: Actor, related=None) -> AuditEvent | None:
     return USERS.save(instance=instance, actor=actor, related=related)
 
 
+def user_password_change(*, user_id, actor: Actor, apply):
+    """A password set by code that saves the user itself (the admin's
+    password form): recorded as changed, never the hash."""
+    return USERS.around(pk=user_id, actor=actor, apply=apply)
+
+
 def user_remove(*, instance, actor: Actor) -> AuditEvent:
     return user_delete(user=instance, actor=actor)
 

@@ -91,6 +91,22 @@ class GovernedModel:
                 kind = self.update_kind(record) if self.update_kind is not None else self.updated
             return self._write(kind, instance, actor, record, details)
 
+    def around(self, *, pk, actor: Actor, apply: Callable[[], Any], **details) -> Any:
+        """Run `apply` (a change made by code that saves the row itself, e.g.
+        Django's password form) and record what it changed; returns what
+        `apply` returned. No such row: `apply` alone (it refuses)."""
+        with transaction.atomic():
+            before = self.snapshot(pk)
+            if before is None:
+                return apply()
+            result = apply()
+            record = change_record(before, self.snapshot(pk), self.fields)
+            if has_change(record):
+                instance = self.model._default_manager.get(pk=pk)
+                kind = self.update_kind(record) if self.update_kind is not None else self.updated
+                self._write(kind, instance, actor, record, details)
+            return result
+
     def delete(self, *, instance: models.Model, actor: Actor, **details) -> AuditEvent:
         with transaction.atomic():
             record = change_record(self.snapshot(instance.pk), None, self.fields)

@@ -418,3 +418,17 @@ def test_deleting_a_group_is_on_the_record(admin_client, personas):
     event = only_event(kind="group_deleted")
     assert_admin_actor(event)
     assert event.details["before"] == {"name": "temps", "permissions": [], "members": ["staff"]}
+
+
+def test_a_password_set_in_the_admins_password_form_is_recorded_as_changed(admin_client, personas):
+    url = reverse("admin:auth_user_password_change", args=[personas.staff.pk])
+    data = {"password1": "another-pass-654", "password2": "another-pass-654", "usable_password": "true"}
+    assert admin_client.post(url, data).status_code == 302
+    personas.staff.refresh_from_db()
+    assert personas.staff.check_password("another-pass-654")
+    event = only_event(kind="user_updated")
+    assert_admin_actor(event)
+    assert event.details["secrets_changed"] == ["password"] and personas.staff.password not in json.dumps(event.details)
+    # A refused form changes nothing and records nothing.
+    assert admin_client.post(url, {"password1": "x", "password2": "y"}).status_code == 200
+    assert AuditEvent.objects.filter(kind="user_updated").count() == 1
