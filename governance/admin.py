@@ -24,7 +24,7 @@ from audit.registry import register_resource_model
 from governance import documents  # noqa: F401 (registers the governed document models)
 from governance.admin_classifications import ColumnClassificationAdmin
 from governance.admin_grants import DbGrantInline
-from governance.connectors import services as connector_services  # noqa: F401 (registers Connector)
+from governance.connectors import services as connector_services
 from governance.exposure import (
     CLOSE_REFUSED,
     embedding_exposure_warning,
@@ -417,11 +417,10 @@ class ConnectorAdmin(ExposureAdminMixin, GovernedAdminMixin, admin.ModelAdmin):
     @admin.action(description=_("Sync tools (fetch the tool list from the server)"))
     def sync_tools(self, request, queryset) -> None:
         from governance.connectors.client import ConnectorError
-        from governance.connectors.services import connector_tools_sync
 
         for connector in queryset:
             try:
-                result = connector_tools_sync(connector=connector, actor=actor_from_request(request))
+                result = connector_services.connector_tools_sync(connector=connector, actor=actor_from_request(request))
             except ConnectorError as error:
                 self.message_user(request, f"{connector.name}: {error}", level=messages.ERROR)
                 continue
@@ -445,9 +444,7 @@ class ConnectorToolForm(forms.ModelForm):
 
 
 def _connector_tool_save(*, instance: ConnectorTool, actor, related=None) -> None:
-    from governance.connectors.services import connector_tool_set_policy
-
-    connector_tool_set_policy(tool=instance, policy=instance.policy, actor=actor)
+    connector_services.connector_tool_set_policy(tool=instance, policy=instance.policy, actor=actor)
 
 
 register_governed(ConnectorTool, save=_connector_tool_save, delete=_not_deleted)
@@ -486,21 +483,17 @@ class ConnectorToolAdmin(GovernedAdminMixin, admin.ModelAdmin):
 
     @admin.action(description=_("Approve the changed definition"))
     def approve_definition(self, request, queryset) -> None:
-        from governance.connectors.services import connector_tool_definition_approve
-
         actor = actor_from_request(request)
         for tool in queryset.filter(state=ConnectorToolState.CHANGED):
             try:
-                connector_tool_definition_approve(tool=tool, actor=actor)
+                connector_services.connector_tool_definition_approve(tool=tool, actor=actor)
             except GovernanceError as refused:
                 self.message_user(request, str(refused), level=messages.ERROR)
 
     def _set_policy(self, request, queryset, policy: str) -> None:
-        from governance.connectors.services import connector_tool_set_policy
-
         actor = actor_from_request(request)
         for tool in queryset:
-            connector_tool_set_policy(tool=tool, policy=policy, actor=actor)
+            connector_services.connector_tool_set_policy(tool=tool, policy=policy, actor=actor)
 
     @admin.action(description=_("Policy: allow"))
     def set_allow(self, request, queryset) -> None:
