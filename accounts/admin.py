@@ -106,6 +106,7 @@ for _model in (User, Group):
     if admin.site.is_registered(_model):
         admin.site.unregister(_model)
 register_resource_model(ResourceKind.USER, User)
+register_resource_model(ResourceKind.GROUP, Group)
 
 
 @admin.register(User)

@@ -65,6 +65,9 @@ for _kind, _model in (
     (ResourceKind.ROLE, Role),
     (ResourceKind.COLUMN_CLASSIFICATION, ColumnClassification),
     (ResourceKind.LLM_MODEL, LlmModel),
+    (ResourceKind.CONNECTOR, Connector),
+    (ResourceKind.CONNECTOR_TOOL, ConnectorTool),
+    (ResourceKind.DOCUMENT, Document),
 ):
     register_resource_model(_kind, _model)
 
