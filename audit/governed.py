@@ -85,10 +85,7 @@ class GovernedModel:
             record = change_record(before, self.snapshot(instance.pk), self.fields)
             if not created and not has_change(record):
                 return None
-            if created:
-                kind = self.created
-            else:
-                kind = self.update_kind(record) if self.update_kind is not None else self.updated
+            kind = self.created if created else self._update_kind(record)
             return self._write(kind, instance, actor, record, details)
 
     def around(self, *, pk, actor: Actor, apply: Callable[[], Any], **details) -> Any:
@@ -103,8 +100,7 @@ class GovernedModel:
             record = change_record(before, self.snapshot(pk), self.fields)
             if has_change(record):
                 instance = self.model._default_manager.get(pk=pk)
-                kind = self.update_kind(record) if self.update_kind is not None else self.updated
-                self._write(kind, instance, actor, record, details)
+                self._write(self._update_kind(record), instance, actor, record, details)
             return result
 
     def delete(self, *, instance: models.Model, actor: Actor, **details) -> AuditEvent:
@@ -114,6 +110,9 @@ class GovernedModel:
             instance.delete()
             instance.pk = pk  # the record names what was deleted
             return self._write(self.deleted, instance, actor, record, details)
+
+    def _update_kind(self, record: dict) -> str:
+        return self.update_kind(record) if self.update_kind is not None else self.updated
 
     def _write(self, kind: str, instance, actor: Actor, record: dict, details: dict) -> AuditEvent:
         owner = self.owner(instance) if self.owner is not None else None
@@ -141,7 +140,6 @@ class GovernedActions:
 
     save: Callable[..., Any]  # save(instance=, actor=, related=)
     delete: Callable[..., Any]  # delete(instance=, actor=)
-    extra: dict = field(default_factory=dict)
 
 
 _GOVERNED: dict[type[models.Model], GovernedActions] = {}
