@@ -18,7 +18,7 @@ from django.db import transaction
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
-from audit.actors import Actor, as_actor
+from audit.actors import SYSTEM, Actor, as_actor
 from audit.changes import Fields
 from audit.events import audit_event_write
 from audit.governed import GovernedModel, register_governed
@@ -407,7 +407,7 @@ def connectors_sync_all(*, sessions: ConnectorSessions | None = None) -> dict[st
     with contextlib.nullcontext(sessions) if sessions is not None else ConnectorSessions() as shared:
         for connector in Connector.objects.order_by("name"):
             try:
-                connector_tools_sync(connector=connector, sessions=shared)
+                connector_tools_sync(connector=connector, sessions=shared, actor=SYSTEM)
                 outcome[connector.name] = "ok"
             except ConnectorError as error:
                 outcome[connector.name] = str(error)
