@@ -6,14 +6,23 @@ from __future__ import annotations
 
 from django import forms
 from django.contrib import admin, messages
+from django.contrib.admin.utils import unquote
+from django.contrib.auth import get_user_model
+from django.contrib.auth.admin import GroupAdmin as DjangoGroupAdmin
+from django.contrib.auth.admin import UserAdmin as DjangoUserAdmin
+from django.contrib.auth.models import Group
 from django.core.exceptions import PermissionDenied
 from django.utils import timezone
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
 from accounts.models import ApiToken
-from accounts.services import api_token_create, api_token_revoke
+from accounts.services import api_token_create, api_token_revoke, user_password_change
+from audit.actors import actor_from_request
 from audit.admin_views import AuditedViewsMixin
+from audit.governed import GovernedAdminMixin
+from audit.models import ResourceKind
+from audit.registry import register_resource_model
 
 
 class ApiTokenAddForm(forms.ModelForm):
@@ -86,3 +95,37 @@ class ApiTokenAdmin(AuditedViewsMixin, admin.ModelAdmin):
             api_token_revoke(token=token, actor=request.user, request=request)
             revoked += 1
         self.message_user(request, _("%(count)d API token(s) revoked.") % {"count": revoked}, messages.SUCCESS)
+
+
+# Users and groups: who may do what here. Every change goes through
+# accounts.services (GovernedAdminMixin), so who made whom staff, superuser
+# or a group member is on the record; opening the user list (or another
+# user's page) is an admin view event too.
+User = get_user_model()
+for _model in (User, Group):
+    if admin.site.is_registered(_model):
+        admin.site.unregister(_model)
+register_resource_model(ResourceKind.USER, User)
+register_resource_model(ResourceKind.GROUP, Group)
+
+
+@admin.register(User)
+class AuditedUserAdmin(GovernedAdminMixin, AuditedViewsMixin, DjangoUserAdmin):
+    audit_resource_kind = ResourceKind.USER
+    audit_owner_field = "pk"
+    audit_owner_name_field = "username"
+
+    def user_change_password(self, request, id, form_url=""):
+        # Django's view saves the user itself: the service records around it.
+        if request.method != "POST":
+            return super().user_change_password(request, id, form_url)
+        return user_password_change(
+            user_id=unquote(id),
+            actor=actor_from_request(request),
+            apply=lambda: super(AuditedUserAdmin, self).user_change_password(request, id, form_url),
+        )
+
+
+@admin.register(Group)
+class GovernedGroupAdmin(GovernedAdminMixin, DjangoGroupAdmin):
+    pass

@@ -9,14 +9,19 @@ import hashlib
 import secrets
 from datetime import datetime
 
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from accounts.models import ApiToken
-from audit.events import audit_event_write
-from audit.models import EventKind
+from audit.actors import Actor
+from audit.changes import Fields
+from audit.events import audit_event_write, user_delete
+from audit.governed import GovernedModel, register_governed
+from audit.models import AuditEvent, EventKind, ResourceKind
 
 # A key: this prefix, then 256 random bits. The prefix lets secret scanners
 # and people recognise a leaked OwlAI key.
@@ -129,3 +134,115 @@ def api_token_authenticate(*, key: str, request) -> ApiToken | None:
         )
     token.last_used_at = now
     return token
+
+
+# --- users and groups: privilege changes on the record ---------------------------------
+#
+# Who made whom an administrator must be on the record: a user's staff and
+# superuser flags, active flag, groups and permissions are recorded before
+# and after (the password only as "changed"), and so are a group's permissions.
+
+User = get_user_model()
+
+_PRIVILEGES = ("is_active", "is_staff", "is_superuser", "groups", "user_permissions")
+
+USERS = GovernedModel(
+    model=User,
+    resource_kind=ResourceKind.USER,
+    fields=Fields(plain=("username", *_PRIVILEGES), secret=("password",)),
+    m2m=("groups", "user_permissions"),
+    created=EventKind.USER_CREATED,
+    updated=EventKind.USER_UPDATED,
+    deleted=EventKind.PERMISSION_CHANGE,  # user_delete writes it (it counts what went with the account)
+    name=lambda user: user.get_username(),
+    owner=lambda user: user,
+    update_kind=lambda record: (
+        EventKind.USER_PRIVILEGE_CHANGED
+        if set(record["before"]) & set(_PRIVILEGES) or set(record["after"]) & set(_PRIVILEGES)
+        else EventKind.USER_UPDATED
+    ),
+)
+
+
+def _group_members(group_id) -> dict:
+    # Deleting a group takes its permissions from each member: who, on the record.
+    names = (
+        User.objects.filter(groups=group_id).order_by(User.USERNAME_FIELD).values_list(User.USERNAME_FIELD, flat=True)
+    )
+    return {"members": list(names)}
+
+
+GROUPS = GovernedModel(
+    model=Group,
+    resource_kind=ResourceKind.GROUP,
+    fields=Fields(plain=("name", "permissions", "members")),
+    m2m=("permissions",),
+    extra=_group_members,
+    created=EventKind.GROUP_CREATED,
+    updated=EventKind.GROUP_UPDATED,
+    deleted=EventKind.GROUP_DELETED,
+)
+
+
+def user_update(
+    *, user, actor: Actor, fields: dict | None = None, groups=None, user_permissions=None, related=None
+) -> AuditEvent | None:
+    """Change a user (e.g. `fields={"is_staff": True}`, `groups=[...]`) on
+    the record: one event with the before and after of what changed; none
+    when nothing did."""
+    allowed = {"username", "email", "first_name", "last_name", *_PRIVILEGES[:3]}
+    unknown = set(fields or {}) - allowed
+    if unknown:
+        raise ValueError(f"not a user field: {sorted(unknown)}")
+    for name, value in (fields or {}).items():
+        setattr(user, name, value)
+
+    def apply() -> None:
+        if groups is not None:
+            user.groups.set(groups)
+        if user_permissions is not None:
+            user.user_permissions.set(user_permissions)
+        if related is not None:
+            related()
+
+    return USERS.save(instance=user, actor=actor, related=apply)
+
+
+def user_save(*, instance, actor: Actor, related=None) -> AuditEvent | None:
+    """The admin's save of a user (new or changed), with its form's related rows."""
+    return USERS.save(instance=instance, actor=actor, related=related)
+
+
+def user_password_change(*, user_id, actor: Actor, apply):
+    """A password set by code that saves the user itself (the admin's
+    password form): recorded as changed, never the hash."""
+    return USERS.around(pk=user_id, actor=actor, apply=apply)
+
+
+def user_remove(*, instance, actor: Actor) -> AuditEvent:
+    return user_delete(user=instance, actor=actor)
+
+
+def group_update(*, group, actor: Actor, name: str | None = None, permissions=None, related=None):
+    if name is not None:
+        group.name = name
+
+    def apply() -> None:
+        if permissions is not None:
+            group.permissions.set(permissions)
+        if related is not None:
+            related()
+
+    return GROUPS.save(instance=group, actor=actor, related=apply)
+
+
+def group_save(*, instance, actor: Actor, related=None):
+    return group_update(group=instance, actor=actor, related=related)
+
+
+def group_delete(*, instance, actor: Actor) -> AuditEvent:
+    return GROUPS.delete(instance=instance, actor=actor)
+
+
+register_governed(User, save=user_save, delete=user_remove)
+register_governed(Group, save=group_save, delete=group_delete)

@@ -17,8 +17,6 @@ import json
 
 from django.conf import settings
 from django.contrib import admin
-from django.contrib.auth import get_user_model
-from django.contrib.auth.admin import UserAdmin as DjangoUserAdmin
 from django.core.exceptions import ValidationError
 from django.core.paginator import Paginator
 from django.db import connection
@@ -35,6 +33,7 @@ from django.utils.translation import gettext_lazy
 from audit.admin_filters import (
     ActorFilter,
     ConnectionFilter,
+    EventTypeFilter,
     PeriodFilter,
     PickerFiltersMixin,
     ResourceKindFilter,
@@ -42,7 +41,8 @@ from audit.admin_filters import (
 )
 from audit.admin_views import AuditedViewsMixin, filter_labels
 from audit.csv_export import stream_csv
-from audit.events import audit_event_write, user_delete
+from audit.event_types import event_type_choices
+from audit.events import audit_event_write
 from audit.models import (
     FINAL_OUTCOMES,
     NO_OUTCOME,
@@ -56,7 +56,7 @@ from audit.models import (
     ToolCallAudit,
     resource_kind_label,
 )
-from audit.registry import register_resource_model, resource_model
+from audit.registry import resource_model
 from audit.services import AuditWriteError
 from audit.times import local_iso, zone_label
 
@@ -380,6 +380,7 @@ class SqlExecutionAdmin(ToolCallScreen):
         PeriodFilter,
         ActorFilter,
         ConnectionFilter,
+        EventTypeFilter,
         CallOutcomeFilter,
     )
     search_help_text = gettext_lazy("Searches the SQL text and the names of the tables read.")
@@ -401,6 +402,7 @@ class ToolCallAuditAdmin(ToolCallScreen):
         PeriodFilter,
         ActorFilter,
         ConnectionFilter,
+        EventTypeFilter,
         "tool",
         CallOutcomeFilter,
     )
@@ -435,14 +437,23 @@ class AuditEventAdmin(PickerFiltersMixin, CsvExportMixin, ReadOnlyAdmin):
         ("filters", gettext_lazy("filters")),
         ("details", gettext_lazy("details")),
     ]
-    csv_labels = {"kind": lambda: EventKind.choices, "resource_kind": lambda: ResourceKind.choices}
-    list_display = ("time", "kind", "actor_username", "ip", "target", "owner_username", "row_count", "filters_shown")
-    list_filter = (("created_at", TimeRangeFilter), PeriodFilter, ActorFilter, "kind", ResourceKindFilter)
+    csv_labels = {"kind": event_type_choices, "resource_kind": lambda: ResourceKind.choices}
+    list_display = (
+        "time",
+        "kind_shown",
+        "actor_username",
+        "ip",
+        "target",
+        "owner_username",
+        "row_count",
+        "filters_shown",
+    )
+    list_filter = (("created_at", TimeRangeFilter), PeriodFilter, ActorFilter, EventTypeFilter, ResourceKindFilter)
     search_fields = ("resource_id", "owner_username")
     search_help_text = gettext_lazy("Searches the resource id and the owner's user name.")
     fields = readonly_fields = [
         "time",
-        "kind",
+        "kind_shown",
         "actor_username",
         "actor_id",
         "ip",
@@ -454,6 +465,10 @@ class AuditEventAdmin(PickerFiltersMixin, CsvExportMixin, ReadOnlyAdmin):
         "filters_shown",
         "details_shown",
     ]
+
+    @admin.display(description=gettext_lazy("event"), ordering="kind")
+    def kind_shown(self, obj: AuditEvent) -> str:
+        return obj.kind_label
 
     @admin.display(description=gettext_lazy("target"), ordering="resource_kind")
     def target(self, obj: AuditEvent) -> str:
@@ -473,25 +488,3 @@ class AuditEventAdmin(PickerFiltersMixin, CsvExportMixin, ReadOnlyAdmin):
             return "-"
         text = json.dumps(obj.details, ensure_ascii=False, indent=2, sort_keys=True, default=str)
         return format_html("<pre>{}</pre>", text)
-
-
-# The user list shows who works here and what they may do: opening it (or a
-# user other than oneself) is an admin view event too.
-User = get_user_model()
-admin.site.unregister(User)
-register_resource_model(ResourceKind.USER, User)
-
-
-@admin.register(User)
-class AuditedUserAdmin(AuditedViewsMixin, DjangoUserAdmin):
-    audit_resource_kind = ResourceKind.USER
-    audit_owner_field = "pk"
-    audit_owner_name_field = "username"
-
-    # Deleting an account deletes its conversations too: on the record.
-    def delete_model(self, request, obj) -> None:
-        user_delete(user=obj, request=request)
-
-    def delete_queryset(self, request, queryset) -> None:
-        for user in queryset:
-            user_delete(user=user, request=request)

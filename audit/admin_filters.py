@@ -26,6 +26,7 @@ from django.utils import timezone
 from django.utils.translation import gettext_lazy
 from rangefilter.filters import DateTimeRangeFilter
 
+from audit.event_types import event_type_choices
 from audit.models import ResourceKind
 from audit.registry import resource_model
 from audit.times import local_iso, zone_label
@@ -176,6 +177,22 @@ class ResourceKindFilter(admin.SimpleListFilter):
     def queryset(self, request, queryset):
         value = self.value()
         return queryset.filter(resource_kind=value) if value else queryset
+
+
+class EventTypeFilter(admin.SimpleListFilter):
+    """Event types in words, from the registry (the column has no choices).
+    The parameter keeps the name Django's choices filter gave it, so saved
+    links still filter."""
+
+    title = gettext_lazy("event")
+    parameter_name = "kind__exact"
+
+    def lookups(self, request, model_admin):
+        return event_type_choices()
+
+    def queryset(self, request, queryset):
+        value = self.value()
+        return queryset.filter(kind=value) if value else queryset
 
 
 class ResourcePickerView(AutocompleteJsonView):

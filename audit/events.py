@@ -7,27 +7,12 @@ Callers that show or hand out data treat its failure as fatal (fail closed).
 
 from __future__ import annotations
 
-import ipaddress
 from typing import Any
 
+from audit.actors import as_actor
+from audit.event_types import is_event_type
 from audit.models import AuditEvent, EventKind, ResourceKind
 from audit.services import AuditWriteError
-
-
-def client_ip(request) -> str | None:
-    """The client address as the server saw it. X-Forwarded-For is trusted
-    only when the deployment says so (a proxy that sets it); otherwise anyone
-    could write any address into the record."""
-    from django.conf import settings
-
-    raw = ""
-    if getattr(settings, "OWLAI_TRUST_X_FORWARDED_FOR", False):
-        raw = request.META.get("HTTP_X_FORWARDED_FOR", "").split(",")[0].strip()
-    raw = raw or request.META.get("REMOTE_ADDR", "")
-    try:
-        return str(ipaddress.ip_address(raw))
-    except ValueError:
-        return None
 
 
 def audit_event_write(
@@ -43,17 +28,18 @@ def audit_event_write(
     filters: dict | None = None,
     details: dict | None = None,
 ) -> AuditEvent:
-    if kind not in EventKind.values:
+    if not is_event_type(kind):
         raise AuditWriteError(f"unknown audit event kind {kind!r}")
-    user = actor if actor is not None else getattr(request, "user", None)
-    authenticated = bool(user is not None and getattr(user, "is_authenticated", False))
+    # `actor`: an audit.actors.Actor, or (older callers) a user; the address
+    # and browser then come from `request`.
+    who = as_actor(actor=actor, request=request)
     try:
         return AuditEvent.objects.create(
             kind=kind,
-            actor_id=user.pk if authenticated else None,
-            actor_username=user.get_username() if authenticated else "",
-            ip=client_ip(request) if request is not None else None,
-            user_agent=(request.META.get("HTTP_USER_AGENT", "")[:300] if request is not None else ""),
+            actor_id=who.user_id,
+            actor_username=who.username,
+            ip=who.ip,
+            user_agent=who.user_agent,
             resource_kind=resource_kind,
             resource_id=str(resource_id or "")[:64],
             owner_id=owner_id,
@@ -66,7 +52,7 @@ def audit_event_write(
         raise AuditWriteError(f"audit event could not be written: {exc.__class__.__name__}") from exc
 
 
-def user_delete(*, user, request=None) -> AuditEvent:
+def user_delete(*, user, request=None, actor=None) -> AuditEvent:
     """Delete a user account on the record. Deleting an account deletes what
     hangs on it (role memberships, and conversations with their messages, of
     whatever app): the event counts each, by model, never their content, and
@@ -90,6 +76,7 @@ def user_delete(*, user, request=None) -> AuditEvent:
         event = audit_event_write(
             kind=EventKind.PERMISSION_CHANGE,
             request=request,
+            actor=actor,
             resource_kind=ResourceKind.USER,
             resource_id=user_id,
             owner_id=user_id,

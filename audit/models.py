@@ -10,6 +10,7 @@ from django.db import models
 from django.utils.translation import gettext_lazy as _
 
 from audit import tables
+from audit.event_types import KIND_MAX_LENGTH, EventKind, event_type_label  # noqa: F401 (EventKind: re-exported)
 from audit.times import local_iso
 
 
@@ -134,40 +135,6 @@ class ToolCallOutcome(models.Model):
         return f"{local_iso(self.created_at)} #{self.attempt_id} {self.get_outcome_display()}"
 
 
-class EventKind(models.TextChoices):
-    ADMIN_VIEW = "admin_view", _("Admin view")
-    PERMISSION_CHANGE = "permission_change", _("Permission change")
-    SETTINGS_CHANGE = "settings_change", _("Settings change")
-    ANALYSIS_STARTED = "analysis_started", _("Schema analysis started")
-    PII_REVEAL = "pii_reveal", _("Personal data revealed")
-    PII_REVEAL_REFUSED = "pii_reveal_refused", _("Personal data reveal refused")
-    CSV_EXPORT = "csv_export", _("CSV export")
-    # A connector's server listed other tools than before (added / removed),
-    # with what triggered the sync: the tools the AI may use changed without
-    # any role being edited.
-    CONNECTOR_TOOLS_CHANGED = "connector_tools_changed", _("Connector tool list changed")
-    # A tool's pinned definition (name, description, input schema) differs on
-    # the server: the tool is off until an admin approves the new definition.
-    CONNECTOR_DEFINITION_CHANGED = "connector_definition_changed", _("Connector tool definition changed")
-    CONNECTOR_DEFINITION_APPROVED = "connector_definition_approved", _("Connector tool definition approved")
-    URL_REVEAL = "url_reveal", _("Credentialed URL revealed")
-    URL_REVEAL_REFUSED = "url_reveal_refused", _("Credentialed URL reveal refused")
-    API_TOKEN_CREATED = "api_token_created", _("API token created")
-    API_TOKEN_REVOKED = "api_token_revoked", _("API token revoked")
-    API_TOKEN_USED = "api_token_used", _("API request with a token")
-    # Decisions on connector calls that need approval (never the arguments:
-    # they hold mail bodies, comments, customer data).
-    APPROVAL_APPROVED = "approval_approved", _("Tool call approved")
-    APPROVAL_ALWAYS_ALLOWED = "approval_always_allowed", _("Tool call always allowed")
-    APPROVAL_DENIED = "approval_denied", _("Tool call denied")
-    APPROVAL_EXPIRED = "approval_expired", _("Tool call approval expired")
-    # Run without asking under the user's "always allow".
-    APPROVAL_AUTO_APPROVED = "approval_auto_approved", _("Tool call approved automatically")
-    # The same call was denied repeatedly in the conversation: refused without asking.
-    APPROVAL_AUTO_BLOCKED = "approval_auto_blocked", _("Tool call blocked automatically")
-    ALWAYS_ALLOW_REVOKED = "always_allow_revoked", _("Always allow revoked")
-
-
 class ResourceKind(models.TextChoices):
     """What an audit record's `resource_kind` names: one vocabulary for every
     writer (tests/test_vocabulary.py checks the literals in the code)."""
@@ -176,9 +143,11 @@ class ResourceKind(models.TextChoices):
     SQL_EXECUTION = "sql_execution", _("SQL execution history")
     ADMIN_EVENT = "admin_event", _("Admin events")
     USER = "user", _("User")
+    GROUP = "group", _("Group")
     CONVERSATION = "conversation", _("Conversation")
     DB_CONNECTION = "db_connection", _("DB connection")
     DOCUMENT_COLLECTION = "document_collection", _("Document collection")
+    DOCUMENT = "document", _("Document")
     COLUMN_CLASSIFICATION = "column_classification", _("Column classification")
     ROLE = "role", _("Role")
     LLM_MODEL = "llm_model", _("Model")
@@ -204,7 +173,9 @@ class AuditEvent(models.Model):
     """
 
     created_at = models.DateTimeField(_("time"), auto_now_add=True, db_index=True)
-    kind = models.CharField(_("event"), max_length=30, choices=EventKind.choices)
+    # No database choices: the types live in audit.event_types (a new one
+    # needs no migration).
+    kind = models.CharField(_("event"), max_length=KIND_MAX_LENGTH)
     actor_id = models.BigIntegerField(_("user id"), null=True)
     actor_username = models.CharField(_("user"), max_length=150, blank=True)
     ip = models.GenericIPAddressField(_("IP address"), null=True, blank=True)
@@ -228,7 +199,11 @@ class AuditEvent(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"{local_iso(self.created_at)} {self.actor_username} {self.get_kind_display()}"
+        return f"{local_iso(self.created_at)} {self.actor_username} {self.kind_label}"
+
+    @property
+    def kind_label(self) -> str:
+        return event_type_label(self.kind)
 
 
 class AuditDigest(models.Model):

@@ -17,10 +17,14 @@ from django.urls import reverse
 from django.utils.html import format_html
 from django.utils.translation import gettext_lazy as _
 
+from audit.actors import actor_from_request
+from audit.governed import GovernedAdminMixin, register_governed
 from audit.models import ResourceKind
 from audit.registry import register_resource_model
+from governance import documents  # noqa: F401 (registers the governed document models)
 from governance.admin_classifications import ColumnClassificationAdmin
 from governance.admin_grants import DbGrantInline
+from governance.connectors import services as connector_services
 from governance.exposure import (
     CLOSE_REFUSED,
     embedding_exposure_warning,
@@ -28,7 +32,6 @@ from governance.exposure import (
     record_exposure_opened,
     resource_open_to_all_models,
 )
-from governance.grant_diff import EMPTY
 from governance.models import (
     ColumnClassification,
     Connector,
@@ -48,15 +51,10 @@ from governance.schema_analysis import schema_analysis_start
 from governance.services import (
     GovernanceError,
     db_connection_account_check,
-    db_connection_delete,
     db_connection_dsn,
     db_connection_set_stored_dsn,
-    db_connection_settings,
-    db_connection_settings_change_record,
     feature_default_set,
     model_set_enabled,
-    role_grants_snapshot,
-    role_permission_change_record,
 )
 from governance.sql.execute import QueryError
 
@@ -67,6 +65,9 @@ for _kind, _model in (
     (ResourceKind.ROLE, Role),
     (ResourceKind.COLUMN_CLASSIFICATION, ColumnClassification),
     (ResourceKind.LLM_MODEL, LlmModel),
+    (ResourceKind.CONNECTOR, Connector),
+    (ResourceKind.CONNECTOR_TOOL, ConnectorTool),
+    (ResourceKind.DOCUMENT, Document),
 ):
     register_resource_model(_kind, _model)
 
@@ -103,8 +104,25 @@ class ProviderAdmin(admin.ModelAdmin):
         return False
 
 
+def _model_save(*, instance: LlmModel, actor, related=None) -> None:
+    model_set_enabled(model=instance, enabled=instance.enabled, actor=actor)
+
+
+def _feature_default_save(*, instance: FeatureDefault, actor, related=None) -> None:
+    feature_default_set(feature=instance.feature, model=instance.model, actor=actor)
+
+
+def _not_deleted(*, instance, actor) -> None:
+    # Models and feature defaults come from the install config: never deleted here.
+    raise PermissionError(f"{instance._meta.label} is not deleted in the admin")
+
+
+register_governed(LlmModel, save=_model_save, delete=_not_deleted)
+register_governed(FeatureDefault, save=_feature_default_save, delete=_not_deleted)
+
+
 @admin.register(LlmModel)
-class LlmModelAdmin(admin.ModelAdmin):
+class LlmModelAdmin(GovernedAdminMixin, admin.ModelAdmin):
     list_display = ("name", "label", "provider", "tier_display", "enabled", "in_config")
     list_filter = ("enabled", "provider__tier", "provider")
     fields = ("provider", "name", "label", "tier_display", "in_config", "enabled")
@@ -121,22 +139,21 @@ class LlmModelAdmin(admin.ModelAdmin):
     def has_delete_permission(self, request, obj=None) -> bool:
         return False
 
-    def save_model(self, request, obj, form, change) -> None:
-        model_set_enabled(model=obj, enabled=form.cleaned_data["enabled"], request=request)
-
     @admin.action(description=_("Enable selected models"))
     def enable_models(self, request, queryset) -> None:
+        actor = actor_from_request(request)
         for model in queryset:
-            model_set_enabled(model=model, enabled=True, request=request)
+            model_set_enabled(model=model, enabled=True, actor=actor)
 
     @admin.action(description=_("Disable selected models"))
     def disable_models(self, request, queryset) -> None:
+        actor = actor_from_request(request)
         for model in queryset:
-            model_set_enabled(model=model, enabled=False, request=request)
+            model_set_enabled(model=model, enabled=False, actor=actor)
 
 
 @admin.register(FeatureDefault)
-class FeatureDefaultAdmin(admin.ModelAdmin):
+class FeatureDefaultAdmin(GovernedAdminMixin, admin.ModelAdmin):
     list_display = ("feature", "model")
     fields = ("feature", "model")
     readonly_fields = ("feature",)
@@ -154,9 +171,9 @@ class FeatureDefaultAdmin(admin.ModelAdmin):
             )
         return super().formfield_for_foreignkey(db_field, request, **kwargs)
 
-    def save_model(self, request, obj, form, change) -> None:
+    def save_related(self, request, form, formsets, change) -> None:
         try:
-            feature_default_set(feature=obj.feature, model=form.cleaned_data["model"], request=request)
+            super().save_related(request, form, formsets, change)
         except GovernanceError as exc:
             self.message_user(request, str(exc), level=messages.ERROR)
 
@@ -241,12 +258,18 @@ class ExposureAdminMixin:
             self.message_user(request, CLOSE_REFUSED, level=messages.INFO)
         return super().render_change_form(request, context, add, change, form_url, obj)
 
-    def save_model(self, request, obj, form, change) -> None:
-        wanted = form.cleaned_data.get("exposure", obj.exposure)
+    def governed_before_save(self, request, form, change) -> None:
+        # The form may not change exposure: opening is the service's (below).
+        obj = form.instance
         if change:
             stored = type(obj).objects.filter(pk=obj.pk).values_list("exposure", flat=True).first()
             obj.exposure = stored or obj.exposure
-        super().save_model(request, obj, form, change)
+        super().governed_before_save(request, form, change)
+
+    def governed_after_save(self, request, form, change) -> None:
+        super().governed_after_save(request, form, change)
+        obj = form.instance
+        wanted = form.cleaned_data.get("exposure", obj.exposure)
         if wanted == Exposure.ALL_MODELS and obj.exposure != Exposure.ALL_MODELS:
             resource_open_to_all_models(resource=obj, request=request)
             obj.exposure = Exposure.ALL_MODELS
@@ -259,7 +282,7 @@ class ExposureAdminMixin:
 
 
 @admin.register(DbConnection)
-class DbConnectionAdmin(ExposureAdminMixin, admin.ModelAdmin):
+class DbConnectionAdmin(ExposureAdminMixin, GovernedAdminMixin, admin.ModelAdmin):
     form = DbConnectionForm
     actions = ["analyse_schema"]
 
@@ -301,21 +324,12 @@ class DbConnectionAdmin(ExposureAdminMixin, admin.ModelAdmin):
         url = reverse("admin:governance_columnclassification_coverage", args=[obj.pk])
         return format_html('<a href="{}">{}</a>', url, _("Coverage"))
 
-    def save_model(self, request, obj, form, change) -> None:
-        # Engine, DSN and schemas decide what existing grants reach: each
-        # change is a settings-change event (the DSN itself never is).
-        before = db_connection_settings(connection_id=obj.pk) if change else None
-        super().save_model(request, obj, form, change)  # ExposureAdminMixin: exposure rules
+    def governed_after_save(self, request, form, change) -> None:
+        # Inside governance.services.connection_save: a replaced DSN is in
+        # the same record as the other settings (that it changed, never what).
+        super().governed_after_save(request, form, change)
         if form.cleaned_data.get("stored_dsn"):
-            db_connection_set_stored_dsn(connection=obj, dsn=form.cleaned_data["stored_dsn"])
-        db_connection_settings_change_record(connection=obj, before=before, request=request)
-
-    def delete_model(self, request, obj) -> None:
-        db_connection_delete(connection=obj, request=request)
-
-    def delete_queryset(self, request, queryset) -> None:
-        for connection in queryset:
-            db_connection_delete(connection=connection, request=request)
+            db_connection_set_stored_dsn(connection=form.instance, dsn=form.cleaned_data["stored_dsn"])
 
 
 class DocumentCollectionForm(forms.ModelForm):
@@ -336,7 +350,7 @@ class DocumentInline(admin.StackedInline):
 
 
 @admin.register(DocumentCollection)
-class DocumentCollectionAdmin(ExposureAdminMixin, admin.ModelAdmin):
+class DocumentCollectionAdmin(ExposureAdminMixin, GovernedAdminMixin, admin.ModelAdmin):
     form = DocumentCollectionForm
     list_display = ("name", "exposure", "created_at")
     list_filter = ("exposure",)
@@ -345,7 +359,7 @@ class DocumentCollectionAdmin(ExposureAdminMixin, admin.ModelAdmin):
 
 
 @admin.register(Document)
-class DocumentAdmin(admin.ModelAdmin):
+class DocumentAdmin(GovernedAdminMixin, admin.ModelAdmin):
     list_display = ("title", "collection", "created_at")
     list_filter = ("collection",)
     search_fields = ("title",)
@@ -391,7 +405,7 @@ class ConnectorToolInline(admin.TabularInline):
 
 
 @admin.register(Connector)
-class ConnectorAdmin(ExposureAdminMixin, admin.ModelAdmin):
+class ConnectorAdmin(ExposureAdminMixin, GovernedAdminMixin, admin.ModelAdmin):
     """Connectors (MCP servers). Tools come from the server (*Sync tools*, and
     a scheduled job); their policy and definition review are per tool."""
 
@@ -406,11 +420,10 @@ class ConnectorAdmin(ExposureAdminMixin, admin.ModelAdmin):
     @admin.action(description=_("Sync tools (fetch the tool list from the server)"))
     def sync_tools(self, request, queryset) -> None:
         from governance.connectors.client import ConnectorError
-        from governance.connectors.services import connector_tools_sync
 
         for connector in queryset:
             try:
-                result = connector_tools_sync(connector=connector, actor=request.user, request=request)
+                result = connector_services.connector_tools_sync(connector=connector, actor=actor_from_request(request))
             except ConnectorError as error:
                 self.message_user(request, f"{connector.name}: {error}", level=messages.ERROR)
                 continue
@@ -433,8 +446,15 @@ class ConnectorToolForm(forms.ModelForm):
         fields = ("policy",)
 
 
+def _connector_tool_save(*, instance: ConnectorTool, actor, related=None) -> None:
+    connector_services.connector_tool_set_policy(tool=instance, policy=instance.policy, actor=actor)
+
+
+register_governed(ConnectorTool, save=_connector_tool_save, delete=_not_deleted)
+
+
 @admin.register(ConnectorTool)
-class ConnectorToolAdmin(admin.ModelAdmin):
+class ConnectorToolAdmin(GovernedAdminMixin, admin.ModelAdmin):
     """A tool's policy (allow / require approval / block) and the review of a
     changed definition. Everything else comes from the server."""
 
@@ -464,26 +484,19 @@ class ConnectorToolAdmin(admin.ModelAdmin):
     def has_delete_permission(self, request, obj=None) -> bool:
         return False
 
-    def save_model(self, request, obj, form, change) -> None:
-        from governance.connectors.services import connector_tool_set_policy
-
-        connector_tool_set_policy(tool=obj, policy=form.cleaned_data["policy"], actor=request.user, request=request)
-
     @admin.action(description=_("Approve the changed definition"))
     def approve_definition(self, request, queryset) -> None:
-        from governance.connectors.services import connector_tool_definition_approve
-
+        actor = actor_from_request(request)
         for tool in queryset.filter(state=ConnectorToolState.CHANGED):
             try:
-                connector_tool_definition_approve(tool=tool, actor=request.user, request=request)
+                connector_services.connector_tool_definition_approve(tool=tool, actor=actor)
             except GovernanceError as refused:
                 self.message_user(request, str(refused), level=messages.ERROR)
 
     def _set_policy(self, request, queryset, policy: str) -> None:
-        from governance.connectors.services import connector_tool_set_policy
-
+        actor = actor_from_request(request)
         for tool in queryset:
-            connector_tool_set_policy(tool=tool, policy=policy, actor=request.user, request=request)
+            connector_services.connector_tool_set_policy(tool=tool, policy=policy, actor=actor)
 
     @admin.action(description=_("Policy: allow"))
     def set_allow(self, request, queryset) -> None:
@@ -499,37 +512,12 @@ class ConnectorToolAdmin(admin.ModelAdmin):
 
 
 @admin.register(Role)
-class RoleAdmin(admin.ModelAdmin):
-    """Grant changes are recorded as one permission-change event per save:
-    what the request opened and what it closed."""
+class RoleAdmin(GovernedAdminMixin, admin.ModelAdmin):
+    """Grant changes are recorded as one permission-change event per save
+    (governance.services.role_save): what it opened and what it closed."""
 
     list_display = ("name", "description")
     search_fields = ("name",)
     filter_horizontal = ("users", "document_collections", "connectors")
     fields = ("name", "description", "users", "document_collections", "connectors", "can_view_raw_pii")
     inlines = [DbGrantInline]
-
-    def save_model(self, request, obj, form, change) -> None:
-        request._owlai_grants_before = role_grants_snapshot(role_id=obj.pk if change else None)
-        super().save_model(request, obj, form, change)
-
-    def save_related(self, request, form, formsets, change) -> None:
-        super().save_related(request, form, formsets, change)
-        role = form.instance
-        role_permission_change_record(
-            role_id=role.pk,
-            role_name=role.name,
-            before=getattr(request, "_owlai_grants_before", EMPTY),
-            after=role_grants_snapshot(role_id=role.pk),
-            request=request,
-        )
-
-    def delete_model(self, request, obj) -> None:
-        before = role_grants_snapshot(role_id=obj.pk)
-        role_id, name = obj.pk, obj.name
-        super().delete_model(request, obj)
-        role_permission_change_record(role_id=role_id, role_name=name, before=before, after=EMPTY, request=request)
-
-    def delete_queryset(self, request, queryset) -> None:
-        for role in queryset:
-            self.delete_model(request, role)

@@ -10,7 +10,10 @@ import os
 from django.db import transaction
 from django.utils.translation import gettext as _
 
+from audit.actors import Actor
+from audit.changes import Fields, change_record
 from audit.events import audit_event_write
+from audit.governed import register_governed
 from audit.models import EventKind, ResourceKind
 from governance.field_crypto import decrypt_text, encrypt_text
 from governance.grant_diff import EMPTY, WHOLE, RoleGrants, grant_changes, has_changes
@@ -70,13 +73,14 @@ def _record_setting(*, request, resource_kind: str, resource_id, setting: str, b
 
 
 @transaction.atomic
-def model_set_enabled(*, model: LlmModel, enabled: bool, request=None) -> LlmModel:
+def model_set_enabled(*, model: LlmModel, enabled: bool, request=None, actor=None) -> LlmModel:
     before = LlmModel.objects.filter(pk=model.pk).values_list("enabled", flat=True).first()
     model.enabled = enabled
     model.save(update_fields=["enabled"])
     if before != enabled:
         _record_setting(
             request=request,
+            actor=actor,
             resource_kind=ResourceKind.LLM_MODEL,
             resource_id=model.pk,
             setting=f"model {model.provider.name}/{model.name} enabled",
@@ -86,12 +90,17 @@ def model_set_enabled(*, model: LlmModel, enabled: bool, request=None) -> LlmMod
     if not enabled:
         # A disabled model cannot stay a feature default.
         for default in FeatureDefault.objects.filter(model=model):
-            feature_default_set(feature=default.feature, model=None, request=request)
+            feature_default_set(feature=default.feature, model=None, request=request, actor=actor)
     return model
 
 
+def llm_model_update(*, model: LlmModel, actor: Actor, enabled: bool) -> LlmModel:
+    """The one governed setting of a model (the rest comes from the install config)."""
+    return model_set_enabled(model=model, enabled=enabled, actor=actor)
+
+
 @transaction.atomic
-def feature_default_set(*, feature: str, model: LlmModel | None, request=None) -> FeatureDefault:
+def feature_default_set(*, feature: str, model: LlmModel | None, request=None, actor=None) -> FeatureDefault:
     if feature not in Feature.values:
         raise GovernanceError(_("Unknown feature: %(feature)s") % {"feature": feature})
     if model is not None and not model.usable:
@@ -103,6 +112,7 @@ def feature_default_set(*, feature: str, model: LlmModel | None, request=None) -
     if before != _model_ref(model):
         _record_setting(
             request=request,
+            actor=actor,
             resource_kind=ResourceKind.FEATURE_DEFAULT,
             resource_id=feature,
             setting=f"default model for {feature}",
@@ -140,18 +150,90 @@ def role_grants_snapshot(*, role_id: int | None) -> RoleGrants:
     )
 
 
-def role_permission_change_record(*, role_id, role_name: str, before: RoleGrants, after: RoleGrants, request=None):
-    """One event per change request: what it opened and what it closed."""
+_GRANT_FIELDS = Fields(plain=("databases", "collections", "connectors", "members", "reveal_pii"))
+
+
+def _grants_values(grants: RoleGrants) -> dict:
+    return {
+        "databases": {name: sorted(scope) for name, scope in sorted(grants.databases.items())},
+        "collections": sorted(grants.collections),
+        "connectors": sorted(grants.connectors),
+        "members": sorted(grants.members),
+        "reveal_pii": grants.reveal_pii,
+    }
+
+
+def role_permission_change_record(
+    *, role_id, role_name: str, before: RoleGrants, after: RoleGrants, request=None, actor=None
+):
+    """One event per change: what it opened and what it closed, and the
+    before and after of the grants that changed."""
     changes = grant_changes(before, after)
     if not has_changes(changes):
         return None
     return audit_event_write(
         kind=EventKind.PERMISSION_CHANGE,
         request=request,
+        actor=actor,
         resource_kind=ResourceKind.ROLE,
         resource_id=role_id,
-        details={"role": role_name, **changes},
+        details={
+            "role": role_name,
+            **changes,
+            **change_record(_grants_values(before), _grants_values(after), _GRANT_FIELDS),
+        },
     )
+
+
+def role_save(*, instance: Role, actor: Actor, related=None):
+    """Save a role with its members and grants (`related`: the admin's form
+    and inlines); one permission-change event for what the save opened and
+    closed, none when it changed no grant (a description)."""
+    with transaction.atomic():
+        created = instance._state.adding or instance.pk is None
+        if not created:
+            Role.objects.select_for_update().filter(pk=instance.pk).first()
+        before = role_grants_snapshot(role_id=None if created else instance.pk)
+        instance.save()
+        if related is not None:
+            related()
+        return role_permission_change_record(
+            role_id=instance.pk,
+            role_name=instance.name,
+            before=before,
+            after=role_grants_snapshot(role_id=instance.pk),
+            actor=actor,
+        )
+
+
+def role_update(
+    *, role: Role, actor: Actor, fields: dict | None = None, users=None, document_collections=None, connectors=None
+):
+    """Change a role's fields and members/grants as a whole (None: unchanged)."""
+    for name, value in (fields or {}).items():
+        if name not in {"name", "description", "can_view_raw_pii"}:
+            raise ValueError(f"not a role field: {name}")
+        setattr(role, name, value)
+
+    def related() -> None:
+        for manager, value in (
+            (role.users, users),
+            (role.document_collections, document_collections),
+            (role.connectors, connectors),
+        ):
+            if value is not None:
+                manager.set(value)
+
+    return role_save(instance=role, actor=actor, related=related)
+
+
+def role_delete(*, instance: Role, actor: Actor):
+    """Delete a role on the record: everything it granted, closed."""
+    with transaction.atomic():
+        before = role_grants_snapshot(role_id=instance.pk)
+        role_id, name = instance.pk, instance.name
+        instance.delete()
+        return role_permission_change_record(role_id=role_id, role_name=name, before=before, after=EMPTY, actor=actor)
 
 
 def db_connection_account_check(*, engine: str, dsn: str) -> None:
@@ -242,7 +324,9 @@ def _public(settings_: dict) -> dict:
     return {**{key: settings_.get(key) for key in _CONNECTION_SETTINGS}, "dsn": _dsn_source(settings_)}
 
 
-def db_connection_settings_change_record(*, connection: DbConnection, before: dict | None, request=None) -> list:
+def db_connection_settings_change_record(
+    *, connection: DbConnection, before: dict | None, request=None, actor=None
+) -> list:
     """Record what a save changed (compared with `before`, read by
     db_connection_settings before the save): one settings-change event per
     setting, in the caller's transaction; a new connection is one event with
@@ -252,7 +336,9 @@ def db_connection_settings_change_record(*, connection: DbConnection, before: di
         return []
     if before is None:
         return [
-            _record_connection(request, connection, f"connection {after['name']}", before=None, after=_public(after))
+            _record_connection(
+                request, connection, f"connection {after['name']}", before=None, after=_public(after), actor=actor
+            )
         ]
     events = []
     for field_name, label in _CONNECTION_SETTINGS.items():
@@ -264,6 +350,7 @@ def db_connection_settings_change_record(*, connection: DbConnection, before: di
                     f"{label} of {after['name']}",
                     before=before.get(field_name),
                     after=after.get(field_name),
+                    actor=actor,
                 )
             )
     source_before, source_after = _dsn_source(before), _dsn_source(after)
@@ -276,23 +363,64 @@ def db_connection_settings_change_record(*, connection: DbConnection, before: di
                 before=source_before,
                 after=source_after,
                 replaced=_dsn_replaced(before, after),
+                actor=actor,
             )
         )
     return events
 
 
-def _record_connection(request, connection, setting: str, *, before, after, **extra):
+def _record_connection(request, connection, setting: str, *, before, after, actor=None, **extra):
     return audit_event_write(
         kind=EventKind.SETTINGS_CHANGE,
         request=request,
+        actor=actor,
         resource_kind=ResourceKind.DB_CONNECTION,
         resource_id=connection.pk,
         details={"setting": setting, "before": before, "after": after, **extra},
     )
 
 
+def connection_save(*, instance: DbConnection, actor: Actor, related=None, stored_dsn: str = "") -> list:
+    """Save a connection (new or changed; `related`: the admin's form's other
+    rows and a replaced DSN) and record each setting it changed, in one
+    transaction (not recorded, not saved)."""
+    with transaction.atomic():
+        created = instance._state.adding or instance.pk is None
+        if not created:
+            DbConnection.objects.select_for_update().filter(pk=instance.pk).first()
+        before = None if created else db_connection_settings(connection_id=instance.pk)
+        instance.save()
+        if stored_dsn:
+            db_connection_set_stored_dsn(connection=instance, dsn=stored_dsn)
+        if related is not None:
+            related()
+        return db_connection_settings_change_record(connection=instance, before=before, actor=actor)
+
+
+def connection_create(*, actor: Actor, stored_dsn: str = "", **fields) -> DbConnection:
+    connection = DbConnection(**fields)
+    connection.full_clean()
+    connection_save(instance=connection, actor=actor, stored_dsn=stored_dsn)
+    return connection
+
+
+def connection_update(*, connection: DbConnection, actor: Actor, stored_dsn: str = "", **fields) -> list:
+    for name, value in fields.items():
+        if name in {"exposure", "dsn_encrypted", "id", "pk"}:
+            # Exposure opens only through governance.exposure (one-way,
+            # recorded); the stored DSN only as `stored_dsn` (encrypted).
+            raise ValueError(f"{name} is not changed here")
+        setattr(connection, name, value)
+    connection.full_clean()
+    return connection_save(instance=connection, actor=actor, stored_dsn=stored_dsn)
+
+
+def connection_delete(*, instance: DbConnection, actor: Actor) -> None:
+    db_connection_delete(connection=instance, actor=actor)
+
+
 @transaction.atomic
-def db_connection_delete(*, connection: DbConnection, request=None) -> None:
+def db_connection_delete(*, connection: DbConnection, request=None, actor=None) -> None:
     """Delete a connection, with its grants and classifications, on the
     record: a settings-change event for the connection (its settings, not
     its DSN) and a permission-change event for every role whose grant went
@@ -310,6 +438,7 @@ def db_connection_delete(*, connection: DbConnection, request=None) -> None:
             before=before[role.pk],
             after=role_grants_snapshot(role_id=role.pk),
             request=request,
+            actor=actor,
         )
     if settings_ is not None:
         connection.pk = connection_id
@@ -319,5 +448,10 @@ def db_connection_delete(*, connection: DbConnection, request=None) -> None:
             f"connection {settings_['name']}",
             before=_public(settings_),
             after=None,
+            actor=actor,
             classifications_deleted=classified,
         )
+
+
+register_governed(Role, save=role_save, delete=role_delete)
+register_governed(DbConnection, save=connection_save, delete=connection_delete)

@@ -10,6 +10,7 @@ import json
 import logging
 import os
 from dataclasses import dataclass, field
+from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
@@ -17,7 +18,10 @@ from django.db import transaction
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
+from audit.actors import SYSTEM, Actor, as_actor
+from audit.changes import Fields
 from audit.events import audit_event_write
+from audit.governed import GovernedModel, register_governed
 from audit.models import EventKind, ResourceKind
 from governance.connectors.client import (
     ConnectorConfigError,
@@ -33,9 +37,10 @@ from governance.models import (
     ConnectorToolPolicy,
     ConnectorToolState,
     ConnectorTransport,
+    Role,
     validate_secret_headers,
 )
-from governance.services import GovernanceError, _record_setting
+from governance.services import GovernanceError, _record_setting, role_grants_snapshot, role_permission_change_record
 
 logger = logging.getLogger(__name__)
 
@@ -124,8 +129,7 @@ def connector_tools_sync(
     except ConnectorError as error:
         Connector.objects.filter(pk=connector.pk).update(last_sync_error=str(error)[:300])
         raise
-    user = actor if actor is not None else getattr(request, "user", None)
-    trigger = TRIGGER_ADMIN if user is not None and getattr(user, "is_authenticated", False) else TRIGGER_JOB
+    trigger = TRIGGER_ADMIN if as_actor(actor=actor, request=request).is_user else TRIGGER_JOB
     return _apply_tool_list(connector=connector, definitions=definitions, actor=actor, request=request, trigger=trigger)
 
 
@@ -310,6 +314,92 @@ def connector_tool_set_policy(*, tool: ConnectorTool, policy: str, actor=None, r
     return locked
 
 
+# --- the connector itself: created, changed, deleted on the record ---------------------
+#
+# Where a connector sends the company's data (its URL or command) and which
+# secrets it sends along (the header names) decide what its tools reach: each
+# change is a connector event with the before and after. The headers'
+# values are environment variable names, recorded only as changed.
+
+
+def shown_url(url: str) -> str:
+    """A URL for the record: user info and query values (where credentials
+    hide) replaced by ***; scheme, host, port and path kept."""
+    try:
+        parts = urlsplit(url or "")
+        host = parts.hostname or ""
+        port = parts.port
+    except ValueError:
+        return "***" if url else ""
+    netloc = ("***@" if parts.username or parts.password else "") + host + (f":{port}" if port else "")
+    query = "&".join(f"{name}=***" for name, _value in parse_qsl(parts.query, keep_blank_values=True))
+    return urlunsplit((parts.scheme, netloc, parts.path, query, ""))
+
+
+CONNECTORS = GovernedModel(
+    model=Connector,
+    resource_kind=ResourceKind.CONNECTOR,
+    # Not exposure: it changes only by opening (governance.exposure records it).
+    fields=Fields(
+        plain=("name", "business_summary", "transport", "url", "command", "timeout_seconds"),
+        keyed=("secret_headers",),
+    ),
+    shown={"url": shown_url},
+    created=EventKind.CONNECTOR_CREATED,
+    updated=EventKind.CONNECTOR_UPDATED,
+    deleted=EventKind.CONNECTOR_DELETED,
+)
+
+_CONNECTOR_FIELDS = {"name", "business_summary", "transport", "url", "command", "secret_headers", "timeout_seconds"}
+
+
+def connector_save(*, instance: Connector, actor: Actor, related=None):
+    return CONNECTORS.save(instance=instance, actor=actor, related=related)
+
+
+def connector_create(*, actor: Actor, **fields) -> Connector:
+    unknown = set(fields) - _CONNECTOR_FIELDS - {"exposure"}
+    if unknown:
+        raise ValueError(f"not a connector field: {sorted(unknown)}")
+    connector = Connector(**fields)
+    connector.full_clean()
+    CONNECTORS.save(instance=connector, actor=actor)
+    return connector
+
+
+def connector_update(*, connector: Connector, actor: Actor, **fields):
+    """Change a connector's settings (exposure opens only through
+    governance.exposure); one event, none when nothing changed."""
+    unknown = set(fields) - _CONNECTOR_FIELDS
+    if unknown:
+        raise ValueError(f"not a connector field: {sorted(unknown)}")
+    for name, value in fields.items():
+        setattr(connector, name, value)
+    connector.full_clean()
+    return CONNECTORS.save(instance=connector, actor=actor)
+
+
+def connector_delete(*, instance: Connector, actor: Actor):
+    """Delete a connector with its tools; roles that allowed it lose it (each
+    a permission-change event)."""
+    with transaction.atomic():
+        roles = list(Role.objects.filter(connectors=instance).order_by("pk"))
+        before = {role.pk: role_grants_snapshot(role_id=role.pk) for role in roles}
+        event = CONNECTORS.delete(instance=instance, actor=actor)
+        for role in roles:
+            role_permission_change_record(
+                role_id=role.pk,
+                role_name=role.name,
+                before=before[role.pk],
+                after=role_grants_snapshot(role_id=role.pk),
+                actor=actor,
+            )
+    return event
+
+
+register_governed(Connector, save=connector_save, delete=connector_delete)
+
+
 def connectors_sync_all(*, sessions: ConnectorSessions | None = None) -> dict[str, str]:
     """The scheduled job: sync every connector; one failing connector does
     not stop the others. Returns {connector: "ok" | error message}."""
@@ -317,7 +407,7 @@ def connectors_sync_all(*, sessions: ConnectorSessions | None = None) -> dict[st
     with contextlib.nullcontext(sessions) if sessions is not None else ConnectorSessions() as shared:
         for connector in Connector.objects.order_by("name"):
             try:
-                connector_tools_sync(connector=connector, sessions=shared)
+                connector_tools_sync(connector=connector, sessions=shared, actor=SYSTEM)
                 outcome[connector.name] = "ok"
             except ConnectorError as error:
                 outcome[connector.name] = str(error)
