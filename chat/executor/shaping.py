@@ -2,8 +2,9 @@
 in this order (each step sees only what the step before left):
 
 1. binary -> a size marker, and every value JSON-safe (`sanitise_value`);
-2. credentialed URLs -> this conversation's references `[URL-n]`
-   (chat.url_references: the URL stays on the server, resolvable there);
+2. URLs that may carry a secret (all but provably plain ones) -> this
+   conversation's references `[URL-n]` (chat.url_references: the URL stays
+   on the server, resolvable there);
 3. known values (every original this conversation's vault holds), then
    lineage (columns derived from personal data, masked whole), then the
    detectors over every other string and key -> tokens;
@@ -26,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 from django.conf import settings
 from django.utils.translation import gettext
 
-from chat.url_references import url_references_for
+from chat.url_references import references_in_text, url_references_for
 from governance.pii.masking import MaskCounts, mask_any, mask_rows, mask_with
 
 if TYPE_CHECKING:
@@ -101,20 +102,14 @@ def sanitise_value(value: Any) -> Any:
 
 # --- 2. credentialed URLs ---------------------------------------------------------
 
-CREDENTIAL_URL = re.compile(
-    r"\b[a-z][a-z0-9+.-]*://(?:[^\s/@]+@[^\s]+|[^\s]*[?&](?:token|access_token|key|api_key|apikey|sig|signature|"
-    r"x-amz-signature|x-amz-credential|secret|password|auth)=[^\s]*)",
-    re.IGNORECASE,
-)
-
-
 def shorten_credentialed_urls(value: Any, reference_for) -> Any:
-    """In one string: URLs with credentials or signed tokens become
-    references (`reference_for(url)`): the model needs to know a link
-    exists, never the secret in it."""
-    if not isinstance(value, str) or "://" not in value:
+    """In one string: every URL that may carry a secret becomes a reference
+    (`reference_for(url)`), the others are shown percent-decoded
+    (chat.url_references.references_in_text: an allowlist, a doubt is a
+    reference). The model needs to know a link exists, never the secret in it."""
+    if not isinstance(value, str):
         return value
-    return CREDENTIAL_URL.sub(lambda m: reference_for(m.group(0)), value)
+    return references_in_text(value, reference_for)
 
 
 def with_url_references(value: Any, reference_for) -> Any:
