@@ -28,7 +28,7 @@ from django.conf import settings
 from django.utils.translation import gettext
 
 from chat.url_references import references_in_text, url_references_for
-from governance.pii.masking import MaskCounts, mask_any, mask_rows, mask_with
+from governance.pii.masking import MaskCounts, mask_any, mask_rows, mask_string, mask_with
 
 if TYPE_CHECKING:
     from chat.context import TurnContext
@@ -66,7 +66,7 @@ def _masked(call: Call, payload: dict[str, Any], lineage: Lineage | None) -> dic
                     known=known,
                 )
             else:
-                out[key] = mask_any(value, vault, None, known=known)
+                out[key] = mask_value(value, vault, known)
         return out
 
     counts = MaskCounts()
@@ -74,6 +74,32 @@ def _masked(call: Call, payload: dict[str, Any], lineage: Lineage | None) -> dic
     if counts and lineage is not None and lineage.record is not None:
         lineage.record(counts)
     return masked
+
+
+def mask_value(value: Any, vault, known) -> Any:
+    """mask_any over a JSON-like value, and a number is also read as an
+    international phone number (821012345678 is +82 10-1234-5678: what a
+    spreadsheet or dataframe export gives for a phone column)."""
+    if isinstance(value, bool) or value is None:
+        return value
+    if isinstance(value, int):
+        masked = mask_any(value, vault, None, known=known)
+        if masked is value and 10 <= len(str(abs(value))) <= 15:
+            written = f"+{abs(value)}"
+            international = mask_string(written, vault, known=known)
+            return value if international == written else international
+        return masked
+    if isinstance(value, list):
+        return [mask_value(v, vault, known) for v in value]
+    if isinstance(value, dict):
+        out: dict = {}
+        for key, item in value.items():
+            name = mask_string(key, vault, known=known) if isinstance(key, str) and key else key
+            while name in out:  # two keys masked to one token: both values stay
+                name = f"{name}#"
+            out[name] = mask_value(item, vault, known)
+        return out
+    return mask_any(value, vault, None, known=known)
 
 
 # --- 1. binary and JSON-safety ----------------------------------------------------
