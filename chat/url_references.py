@@ -203,13 +203,15 @@ def url_reference_resolve(*, conversation: Conversation, user, reference: str, r
 # A URL shown is shown percent-decoded, so the detectors and the known values
 # read what it says (an e-mail written "%40" is an e-mail).
 
-# A URL with a scheme, a host-like name followed by a path, or a
+# A URL with a scheme, an opaque URI (mailto:, tel:, data:, ...: always a
+# doubt, it has no host to judge), a host-like name followed by a path, or a
 # percent-encoded URL inside text (always a doubt: it is an argument of
 # something else). A URL ends at a blank, a quote or an angle bracket.
 _URL_END = r"[^\s\"'<>\\`]*"
 URL_PATTERN = re.compile(
     r"(?<![\w.+-])(?:"
     r"[a-z][a-z0-9+.-]{0,30}(?:://|%3a%2f%2f)" + _URL_END + r"|"
+    r"(?:mailto|tel|sms|urn|data|javascript):" + _URL_END + r"|"
     r"(?:[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z]{2,63}(?::\d{1,5})?[/?#]" + _URL_END + r")",
     re.IGNORECASE,
 )
@@ -228,7 +230,7 @@ SECRET_WORDS = frozenset(
     reset invite invitation magic oauth callback confirm verify verification activate activation unsubscribe
     password passwd session sso private capability""".split()
 )
-_PIECE_SPLIT = re.compile(r"[-._~() ]+")
+_PIECE_SPLIT = re.compile(r"[-._~() ,:@]+")
 _UUID = re.compile(r"[0-9a-f]{8}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{12}", re.IGNORECASE)
 _CAMEL = re.compile(r"[a-z]+(?:[A-Z][a-z]+)*|[A-Z][a-z]+(?:[A-Z][a-z]+)*|[A-Z]{1,8}|[a-z]{1,8}")
 _WORD_NUMBER = re.compile(r"([A-Za-z]{1,12})\d{1,4}|\d{1,4}([A-Za-z]{1,3})")
@@ -293,7 +295,8 @@ def _url_is_plain(url: str) -> bool:
             if name.lower() not in QUERY_NAMES:
                 return False
             decoded = urllib.parse.unquote_plus(value, errors="strict")
-            if not _plain_text(decoded, allowed="-._~(),: "):
+            # "@": a search for an e-mail is shown, and the e-mail then masked.
+            if not _plain_text(decoded, allowed="-._~(),:@ "):
                 return False
     return True
 
@@ -321,8 +324,8 @@ def _split_trailing(found: str) -> tuple[str, str]:
 def references_in_text(text: str, reference_for) -> str:
     """`text` with every URL that is not plain replaced by
     `reference_for(url)`, and every plain one percent-decoded."""
-    if "/" not in text and "%" not in text and "?" not in text:
-        return text
+    if not any(mark in text for mark in "/:?#%"):
+        return text  # no URL can be in it (the usual cell)
 
     def swap(match: re.Match) -> str:
         url, tail = _split_trailing(match.group(0))

@@ -98,3 +98,10 @@ def test_urls_that_may_carry_a_secret_become_references(url):
 )
 def test_where_a_url_ends_and_how_a_plain_one_is_shown(text, expected):
     assert references_in_text(text, lambda u: "[URL]") == expected
+
+
+@pytest.mark.parametrize(
+    "uri", ["mailto:minji.kim%40example.com", "tel:+821098765432", "data:text/plain;base64,c2VjcmV0", "urn:x:abc"]
+)
+def test_opaque_uris_are_references(uri):
+    assert references_in_text(f"at {uri}", lambda u: "[URL]") == "at [URL]"

@@ -9,8 +9,8 @@ in this order (each step sees only what the step before left):
    lineage (columns derived from personal data, masked whole), then the
    detectors over every other string and key -> tokens;
 4. a result too big for the model's context -> a spill file (written after
-   masking: the file holds tokens, never an original) and a preview;
-   read_spill pages through it later.
+   masking: the file holds tokens, never an original) and a preview, cut to
+   the budget whatever its shape (`fit`); read_spill pages through it later.
 """
 
 from __future__ import annotations
@@ -179,10 +179,16 @@ def spill_files(conversation_id) -> list[str]:
 
 def spill_if_large(call: Call, result: dict[str, Any], items: str | None) -> str:
     """A result too big for the model's context goes to a per-conversation file
-    (already masked) and the model gets a preview and the file's name."""
+    (already masked) and the model gets a preview and the file's name. What
+    the model gets is bounded whatever the result's shape: a single item
+    bigger than the budget (one huge text block, one 50 MB cell) is cut in
+    the preview, and so are big values beside the items."""
     content = json.dumps(result, ensure_ascii=False)
-    if len(content) <= settings.OWLAI_SPILL_CHARS or items is None or not result.get(items):
+    budget = settings.OWLAI_SPILL_CHARS
+    if len(content) <= budget:
         return content
+    if items is None or not isinstance(result.get(items), list) or not result[items]:
+        return json.dumps(fit(result, budget), ensure_ascii=False)
     path = spill_path(call.ctx)
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     record = {"origin": {"tool": call.tool.name, "target": call.target.name}, "items": items, "result": result}
@@ -190,26 +196,93 @@ def spill_if_large(call: Call, result: dict[str, Any], items: str | None) -> str
     with os.fdopen(fd, "w", encoding="utf-8") as handle:
         json.dump(record, handle, ensure_ascii=False)
     preview, shown = page(result, items, offset=0, limit=settings.OWLAI_SPILL_PREVIEW_ROWS)
-    preview["spilled"] = {
+    spilled = {
         "file": path.name,
         "total": len(result[items]),
         "shown": shown,
         "note": gettext("the full (masked) result was saved; read the rest with read_spill (file, offset, limit)"),
     }
-    return json.dumps(preview, ensure_ascii=False)
+    preview = fit(preview, budget - len(json.dumps(spilled, ensure_ascii=False)) - 16)
+    return json.dumps({**preview, "spilled": spilled}, ensure_ascii=False)
 
 
 def page(result: dict[str, Any], items: str, *, offset: int, limit: int) -> tuple[dict[str, Any], int]:
     """`result` with only `limit` of its `items` from `offset`, fewer when
-    they would not fit in OWLAI_SPILL_CHARS (at least one is always kept):
-    (the page, how many items it holds)."""
+    they would not fit in OWLAI_SPILL_CHARS (at least one is always kept,
+    cut to fit when it alone is too big): (the page, how many items it holds)."""
     budget = settings.OWLAI_SPILL_CHARS
     chosen = result[items][offset : offset + limit]
-    size = len(json.dumps({**result, items: []}, ensure_ascii=False))
+    head = len(json.dumps({**result, items: []}, ensure_ascii=False))
+    size = head
     kept = 0
     for item in chosen:
         size += len(json.dumps(item, ensure_ascii=False)) + 2
         if kept and size > budget:
             break
         kept += 1
-    return {**result, items: chosen[:kept]}, kept
+    shown = chosen[:kept]
+    if shown:
+        # The one item kept whatever its size gets what the rest leaves, and
+        # at least half the budget.
+        shown[0] = fit(shown[0], max(budget - head, budget // 2))
+    return {**result, items: shown}, kept
+
+
+# --- 5. bounds -------------------------------------------------------------------------
+
+# Strings of this length and lists or objects of this many entries are cut
+# only when a value is still more than _CUT_SLACK characters with everything
+# else cut to them (tokens, names, a row's columns stay whole).
+_CUT_FLOOR = 64
+_CUT_SLACK = 4_096
+
+
+def fit(value: Any, budget: int) -> Any:
+    """`value` with its longest strings and lists cut (each with a marker
+    saying how much) until its JSON fits in `budget` characters: the
+    largest per-value limit that fits, found by halving."""
+    if _size(value) <= budget:
+        return value
+    value = _cut(value, max(budget, _CUT_FLOOR))  # one pass first: what is left is at most budget per value
+    at_floor = _cut(value, _CUT_FLOOR)
+    if _size(at_floor) > budget:
+        if _size(at_floor) <= max(budget, _CUT_SLACK):
+            return at_floor
+        return _largest_cut(value, budget, 0, _CUT_FLOOR)
+    return _largest_cut(value, budget, _CUT_FLOOR, max(budget, _CUT_FLOOR))
+
+
+def _largest_cut(value: Any, budget: int, low: int, high: int) -> Any:
+    """`value` cut at the largest limit in [low, high] whose JSON fits (at
+    `low` when none does)."""
+    best = _cut(value, low)
+    while low < high:
+        middle = (low + high + 1) // 2
+        candidate = _cut(value, middle)
+        if _size(candidate) <= budget:
+            low, best = middle, candidate
+        else:
+            high = middle - 1
+    return best
+
+
+def _size(value: Any) -> int:
+    return len(json.dumps(value, ensure_ascii=False))
+
+
+def _cut(value: Any, limit: int) -> Any:
+    if isinstance(value, str):
+        if len(value) <= limit:
+            return value
+        return value[:limit] + gettext("… [%(count)s more characters]") % {"count": len(value) - limit}
+    if isinstance(value, list):
+        out = [_cut(v, limit) for v in value[:limit]]
+        if len(value) > limit:
+            out.append(gettext("… [%(count)s more items]") % {"count": len(value) - limit})
+        return out
+    if isinstance(value, dict):
+        cut = {k: _cut(v, limit) for k, v in list(value.items())[:limit]}
+        if len(value) > limit:
+            cut["…"] = gettext("[%(count)s more keys]") % {"count": len(value) - limit}
+        return cut
+    return value

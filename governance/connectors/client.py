@@ -181,7 +181,10 @@ def content_blocks(blocks: list[Any]) -> list[dict[str, Any]]:
 JSON_TEXT_MAX = 1_000_000
 # Whole-number floats up to this size become ints (exact in a double).
 _WHOLE_FLOAT_MAX = 2**53
-_JSON_ESCAPE = re.compile(r"\\u([dD][89abAB][0-9a-fA-F]{2})\\u([dD][c-fC-F][0-9a-fA-F]{2})|\\u([0-9a-fA-F]{4})|\\/")
+# Any number of backslashes: a JSON text inside a JSON string escapes twice.
+_JSON_ESCAPE = re.compile(
+    r"\\+u([dD][89abAB][0-9a-fA-F]{2})\\+u([dD][c-fC-F][0-9a-fA-F]{2})|\\+u([0-9a-fA-F]{4})|\\+/"
+)
 # Escapes left as written: their characters would change the text's structure.
 _KEEP_ESCAPED = frozenset('"\\') | frozenset(map(chr, range(0x20)))
 
@@ -230,12 +233,17 @@ def normalised(value: Any) -> Any:
 def _text_fields(text: str) -> dict[str, Any]:
     """A text block's fields: `json` when the text is a JSON object or array
     (parsed, so its numbers are numbers), else `text`."""
-    stripped = text.strip()
-    if stripped[:1] in ("{", "[") and len(stripped) <= JSON_TEXT_MAX:
+    for _depth in range(3):  # a JSON text inside a JSON string, twice at most
+        stripped = text.strip()
+        if stripped[:1] not in ("{", "[", '"') or len(stripped) > JSON_TEXT_MAX:
+            break
         try:
-            return {"json": normalised(json.loads(stripped))}
+            parsed = json.loads(stripped)
         except (ValueError, RecursionError):
-            pass
+            break
+        if not isinstance(parsed, str):
+            return {"json": normalised(parsed)}
+        text = parsed
     return {"text": normalised_text(text)}
 
 
