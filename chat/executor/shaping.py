@@ -203,7 +203,8 @@ def spill_if_large(call: Call, result: dict[str, Any], items: str | None) -> str
         "note": gettext("the full (masked) result was saved; read the rest with read_spill (file, offset, limit)"),
     }
     preview = fit(preview, budget - len(json.dumps(spilled, ensure_ascii=False)) - 16)
-    return json.dumps({**preview, "spilled": spilled}, ensure_ascii=False)
+    # First: a history trimmed to its start still names the file.
+    return json.dumps({"spilled": spilled, **preview}, ensure_ascii=False)
 
 
 def page(result: dict[str, Any], items: str, *, offset: int, limit: int) -> tuple[dict[str, Any], int]:
