@@ -215,6 +215,22 @@ URL_PATTERN = re.compile(
     r"(?:[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z]{2,63}(?::\d{1,5})?[/?#]" + _URL_END + r")",
     re.IGNORECASE,
 )
+# What every match of URL_PATTERN contains (cheap first tests: substring
+# tests run in C, an alternation of words at every position does not).
+_OPAQUE_SCHEMES = ("mailto:", "tel:", "sms:", "urn:", "data:", "javascript:")
+_DOT_NAME = re.compile(r"\.[a-z]{2,63}(?::\d|[/?#])", re.IGNORECASE)
+
+
+def _maybe_url(text: str) -> bool:
+    if "://" in text:
+        return True
+    if "%" in text or ":" in text:
+        lowered = text.lower()
+        if "%3a%2f%2f" in lowered or any(scheme in lowered for scheme in _OPAQUE_SCHEMES):
+            return True
+    return "." in text and _DOT_NAME.search(text) is not None
+
+
 # Closing punctuation a sentence puts after a link is not part of it.
 _TRAILING = ".,;:!?)]}"
 
@@ -268,6 +284,7 @@ def _plain_text(text: str, *, allowed: str) -> bool:
     return all(_plain_piece(p) for p in pieces) and not any(p.lower() in SECRET_WORDS for p in pieces)
 
 
+@functools.lru_cache(maxsize=4096)  # the same link in every row of a result
 def url_is_plain(url: str) -> bool:
     """True only when nothing in `url` can be a secret (see above). Fails
     closed: a URL that does not parse or decode is a doubt."""
@@ -324,8 +341,11 @@ def _split_trailing(found: str) -> tuple[str, str]:
 def references_in_text(text: str, reference_for) -> str:
     """`text` with every URL that is not plain replaced by
     `reference_for(url)`, and every plain one percent-decoded."""
-    if not any(mark in text for mark in "/:?#%"):
-        return text  # no URL can be in it (the usual cell)
+    # No URL can be in it (the usual cell): substring tests, then one scan.
+    if "/" not in text and ":" not in text and "?" not in text and "#" not in text and "%" not in text:
+        return text
+    if not _maybe_url(text):
+        return text
 
     def swap(match: re.Match) -> str:
         url, tail = _split_trailing(match.group(0))
