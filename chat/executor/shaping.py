@@ -76,12 +76,22 @@ def _masked(call: Call, payload: dict[str, Any], lineage: Lineage | None) -> dic
     return masked
 
 
+# A number written as a float inside text (a dataframe's CSV: "1012345678.0",
+# "1.012345678e9"): read as the whole number it is.
+_FLOAT_LITERAL = re.compile(r"(?<![\w.])\d{1,16}(?:\.\d+)?(?:[eE][+-]?\d{1,2})?(?![\w.])")
+
+
 def mask_value(value: Any, vault, known) -> Any:
     """mask_any over a JSON-like value, and a number is also read as an
-    international phone number (821012345678 is +82 10-1234-5678: what a
-    spreadsheet or dataframe export gives for a phone column)."""
+    international phone number (821012345678 is +82 10-1234-5678), whether
+    a JSON number or a float written in text: what a spreadsheet or
+    dataframe export gives for a phone column."""
     if isinstance(value, bool) or value is None:
         return value
+    if isinstance(value, str):
+        if "." in value or "e" in value or "E" in value:
+            value = _FLOAT_LITERAL.sub(lambda m: _float_literal(m.group(0), vault, known), value)
+        return mask_any(value, vault, None, known=known)
     if isinstance(value, int):
         masked = mask_any(value, vault, None, known=known)
         if masked is value and 10 <= len(str(abs(value))) <= 15:
@@ -100,6 +110,21 @@ def mask_value(value: Any, vault, known) -> Any:
             out[name] = mask_value(item, vault, known)
         return out
     return mask_any(value, vault, None, known=known)
+
+
+def _float_literal(written: str, vault, known) -> str:
+    """The token for a float literal whose whole number is personal data, or
+    the literal as written."""
+    if "." not in written and "e" not in written.lower():
+        return written
+    try:
+        number = float(written)
+    except ValueError:
+        return written
+    if not number.is_integer() or not 9 <= len(str(int(number))) <= 15:
+        return written
+    masked = mask_value(int(number), vault, known)
+    return masked if isinstance(masked, str) else written
 
 
 # --- 1. binary and JSON-safety ----------------------------------------------------

@@ -109,6 +109,11 @@ CASES: dict[str, tuple[Callable[[], Result], tuple[str, ...]]] = {
         lambda: text(json.dumps({"columns": ["name", "tel"], "data": [["a", 1098765432.0], ["b", 1012345678.0]]})),
         (PHONE_DIGITS, "1012345678"),
     ),
+    "number_csv_text": (
+        lambda: text(f"name,phone\n{NAME},1098765432.0\n{OTHER_NAME},821012345678.0\n"),
+        (PHONE_DIGITS, "821012345678", NAME, OTHER_NAME),
+    ),
+    "number_exponent_prose": (lambda: text("tel 8.21098765432E11 (mobile)"), ("821098765432", "8.21098765432E11")),
     # --- spellings of vault values --------------------------------------------------
     "known_nfd_text": (lambda: text(f"담당자: {nfd(NAME)}"), (NAME, nfd(NAME))),
     "known_nfd_structured_key": (lambda: text("ok", structured={nfd(NAME): {"team": "sales"}}), (NAME, nfd(NAME))),
