@@ -110,7 +110,8 @@ def fit_history(messages: list[dict], *, budget: int, current: int) -> list[dict
     model has not read yet (after the last assistant message); (2) the oldest
     earlier turns are dropped whole (a user message and all after it), so
     tool calls and their results stay paired; (3) the unread tool results are
-    cut to equal shares of what is left (the start of each kept, with a note). The input list and its entries are never modified.
+    cut to equal shares of what is left (the start of each kept, with a
+    note). The input list and its entries are never modified.
     """
     total = sum(_chars(m) for m in messages)
     if total <= budget:

@@ -40,7 +40,9 @@ def test_fit_keeps_what_already_fits_and_short_values_whole():
 
 
 def step(results: list[str]) -> list[dict]:
-    calls = [{"id": f"c{n}", "type": "function", "function": {"name": "t", "arguments": "{}"}} for n in range(len(results))]
+    calls = [
+        {"id": f"c{n}", "type": "function", "function": {"name": "t", "arguments": "{}"}} for n in range(len(results))
+    ]
     return [
         {"role": "system", "content": "s"},
         {"role": "user", "content": "q"},

@@ -153,6 +153,7 @@ def sanitise_value(value: Any) -> Any:
 
 # --- 2. credentialed URLs ---------------------------------------------------------
 
+
 def shorten_credentialed_urls(value: Any, reference_for) -> Any:
     """In one string: every URL that may carry a secret becomes a reference
     (`reference_for(url)`), the others are shown percent-decoded

@@ -182,9 +182,7 @@ JSON_TEXT_MAX = 1_000_000
 # Whole-number floats up to this size become ints (exact in a double).
 _WHOLE_FLOAT_MAX = 2**53
 # Any number of backslashes: a JSON text inside a JSON string escapes twice.
-_JSON_ESCAPE = re.compile(
-    r"\\+u([dD][89abAB][0-9a-fA-F]{2})\\+u([dD][c-fC-F][0-9a-fA-F]{2})|\\+u([0-9a-fA-F]{4})|\\+/"
-)
+_JSON_ESCAPE = re.compile(r"\\+u([dD][89abAB][0-9a-fA-F]{2})\\+u([dD][c-fC-F][0-9a-fA-F]{2})|\\+u([0-9a-fA-F]{4})|\\+/")
 # Escapes left as written: their characters would change the text's structure.
 _KEEP_ESCAPED = frozenset('"\\') | frozenset(map(chr, range(0x20)))
 

@@ -85,7 +85,7 @@ CASES: dict[str, tuple[Callable[[], Result], tuple[str, ...]]] = {
     "url_fragment_link": (lambda: link(FRAGMENT), ("ya29.a0AfH6SMBx",)),
     "url_refresh_token": (lambda: text(REFRESH), ("0gLx9rT2",)),
     "url_client_secret": (lambda: text("ok", structured={"next": CLIENT_SECRET}), ("s3cr3t-Cl13nt",)),
-    "url_html_escaped": (lambda: text(f"<a href=\"{ESCAPED}\">file</a>"), ("tk_live_51Hx",)),
+    "url_html_escaped": (lambda: text(f'<a href="{ESCAPED}">file</a>'), ("tk_live_51Hx",)),
     "url_html_entity": (lambda: text(f"<a href='{ENTITY}'>file</a>"), ("sess_9xK2",)),
     "url_userinfo": (lambda: text(f"backup at {USERINFO}"), ("Pa55w0rd",)),
     "url_capability_path": (lambda: text(f"shared: {CAPABILITY}"), ("1aB3cD5eF7gH9iJ1kL3mN5oP7qR9sT1uV",)),
