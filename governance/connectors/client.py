@@ -17,14 +17,11 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import json
 import logging
 import math
-import re
 import subprocess
 import threading
 import time
-import unicodedata
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
@@ -42,6 +39,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT
 
 from governance.connectors.definitions import ToolDefinition
+from governance.connectors.spelling import normalised, normalised_text, text_fields
 
 logger = logging.getLogger(__name__)
 
@@ -135,14 +133,14 @@ class ToolCallResult:
 
 
 def content_blocks(blocks: list[Any]) -> list[dict[str, Any]]:
-    """The SDK's content blocks as plain dicts, every string normalised (see
-    above). Binary data never goes on: images, audio and blob resources
-    become a marker with type and size."""
+    """The SDK's content blocks as plain dicts, every string in one spelling
+    (governance.connectors.spelling). Binary data never goes on: images,
+    audio and blob resources become a marker with type and size."""
     out: list[dict[str, Any]] = []
     for block in blocks or []:
         kind = getattr(block, "type", None)
         if kind == "text":
-            out.append({"type": "text", **_text_fields(block.text)})
+            out.append({"type": "text", **text_fields(block.text)})
         elif kind in ("image", "audio"):
             out.append({"type": kind, "mime_type": block.mime_type, "bytes": _b64_size(block.data)})
         elif kind == "resource":
@@ -150,7 +148,7 @@ def content_blocks(blocks: list[Any]) -> list[dict[str, Any]]:
             item: dict[str, Any] = {"type": "resource", "uri": normalised_text(str(resource.uri))}
             item["mime_type"] = resource.mime_type
             if getattr(resource, "text", None) is not None:
-                item.update(_text_fields(resource.text))
+                item.update(text_fields(resource.text))
             else:
                 item["bytes"] = _b64_size(getattr(resource, "blob", "") or "")
             out.append(item)
@@ -161,88 +159,6 @@ def content_blocks(blocks: list[Any]) -> list[dict[str, Any]]:
         else:
             out.append({"type": "unsupported"})
     return out
-
-
-# --- What a server wrote, in the form masking reads -----------------------------------
-#
-# Names have no format, so the vault's known values are their only protection
-# in connector output, and they match what is written as it is. A server (or
-# the export it relays) may write the same value in another spelling, so
-# every string is brought to one form before it leaves the client: NFKC
-# (composed Hangul: macOS writes file names decomposed; full-width digits),
-# invisible format characters removed (zero-width spaces inside a value),
-# JSON escapes decoded (a text block that is `json.dumps` output with its
-# default ensure_ascii writes every Hangul syllable as \uXXXX). A text that
-# is JSON is parsed, so its numbers are numbers for the detectors too; a
-# float that is a whole number (a spreadsheet's phone column) becomes an int.
-
-# Text parsed as JSON up to this size; a longer one is decoded by pattern
-# (parsing costs memory many times its length).
-JSON_TEXT_MAX = 1_000_000
-# Whole-number floats up to this size become ints (exact in a double).
-_WHOLE_FLOAT_MAX = 2**53
-# Any number of backslashes: a JSON text inside a JSON string escapes twice.
-_JSON_ESCAPE = re.compile(r"\\+u([dD][89abAB][0-9a-fA-F]{2})\\+u([dD][c-fC-F][0-9a-fA-F]{2})|\\+u([0-9a-fA-F]{4})|\\+/")
-# Escapes left as written: their characters would change the text's structure.
-_KEEP_ESCAPED = frozenset('"\\') | frozenset(map(chr, range(0x20)))
-
-
-def _unescape(match: re.Match) -> str:
-    if match.group(1):
-        high, low = int(match.group(1), 16), int(match.group(2), 16)
-        return chr(0x10000 + ((high - 0xD800) << 10) + (low - 0xDC00))
-    if match.group(3):
-        char = chr(int(match.group(3), 16))
-        return match.group(0) if char in _KEEP_ESCAPED or 0xD800 <= ord(char) <= 0xDFFF else char
-    return "/"
-
-
-def normalised_text(text: str) -> str:
-    """One spelling of `text`: JSON escapes decoded, NFKC, format characters
-    (Cf: zero-width, bidi controls, soft hyphens) removed."""
-    if "\\" in text:
-        text = _JSON_ESCAPE.sub(_unescape, text)
-    if not text.isascii():
-        text = unicodedata.normalize("NFKC", text)
-        text = "".join(ch for ch in text if unicodedata.category(ch) != "Cf")
-    return text
-
-
-def normalised(value: Any) -> Any:
-    """`normalised_text` over every string (keys too) of a JSON-like value;
-    whole-number floats as ints."""
-    if isinstance(value, str):
-        return normalised_text(value)
-    if isinstance(value, float):
-        return int(value) if value.is_integer() and abs(value) <= _WHOLE_FLOAT_MAX else value
-    if isinstance(value, list | tuple):
-        return [normalised(v) for v in value]
-    if isinstance(value, dict):
-        out: dict = {}
-        for key, item in value.items():
-            name = normalised_text(key) if isinstance(key, str) else key
-            while name in out:  # two spellings of one key: both values stay
-                name = f"{name}#"
-            out[name] = normalised(item)
-        return out
-    return value
-
-
-def _text_fields(text: str) -> dict[str, Any]:
-    """A text block's fields: `json` when the text is a JSON object or array
-    (parsed, so its numbers are numbers), else `text`."""
-    for _depth in range(3):  # a JSON text inside a JSON string, twice at most
-        stripped = text.strip()
-        if stripped[:1] not in ("{", "[", '"') or len(stripped) > JSON_TEXT_MAX:
-            break
-        try:
-            parsed = json.loads(stripped)
-        except (ValueError, RecursionError):
-            break
-        if not isinstance(parsed, str):
-            return {"json": normalised(parsed)}
-        text = parsed
-    return {"text": normalised_text(text)}
 
 
 def _b64_size(data: str) -> int:
