@@ -89,9 +89,7 @@ def mask_value(value: Any, vault, known) -> Any:
     if isinstance(value, bool) or value is None:
         return value
     if isinstance(value, str):
-        if "." in value or "e" in value or "E" in value:
-            value = _FLOAT_LITERAL.sub(lambda m: _float_literal(m.group(0), vault, known), value)
-        return mask_any(value, vault, None, known=known)
+        return _mask_text(value, vault, known)
     if isinstance(value, int):
         masked = mask_any(value, vault, None, known=known)
         if masked is value and 10 <= len(str(abs(value))) <= 15:
@@ -104,12 +102,18 @@ def mask_value(value: Any, vault, known) -> Any:
     if isinstance(value, dict):
         out: dict = {}
         for key, item in value.items():
-            name = mask_string(key, vault, known=known) if isinstance(key, str) and key else key
+            name = _mask_text(key, vault, known) if isinstance(key, str) and key else key
             while name in out:  # two keys masked to one token: both values stay
                 name = f"{name}#"
             out[name] = mask_value(item, vault, known)
         return out
     return mask_any(value, vault, None, known=known)
+
+
+def _mask_text(text: str, vault, known) -> str:
+    if "." in text or "e" in text or "E" in text:
+        text = _FLOAT_LITERAL.sub(lambda m: _float_literal(m.group(0), vault, known), text)
+    return mask_string(text, vault, known=known) if text else text
 
 
 def _float_literal(written: str, vault, known) -> str:
