@@ -209,10 +209,13 @@ def url_reference_resolve(*, conversation: Conversation, user, reference: str, r
 # something else). A URL ends at a blank, a quote or an angle bracket.
 _URL_END = r"[^\s\"'<>\\`]*"
 URL_PATTERN = re.compile(
-    r"(?<![\w.+-])(?:"
-    r"[a-z][a-z0-9+.-]{0,30}(?:://|%3a%2f%2f)" + _URL_END + r"|"
-    r"(?:mailto|tel|sms|urn|data|javascript):" + _URL_END + r"|"
-    r"(?:[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z]{2,63}(?::\d{1,5})?[/?#]" + _URL_END + r")",
+    # At the start of a scheme's letters ("_https://" and "1https://" too).
+    r"(?<![a-z+.-])[a-z][a-z0-9+.-]{0,30}(?:://|%3a%2f%2f)" + _URL_END + r"|"
+    r"(?<![a-z0-9])(?:mailto|tel|sms|urn|data|javascript):" + _URL_END + r"|"
+    # At the start of a name (one start per word: linear time), with user
+    # information if it has any.
+    r"(?<![\w.%+-])(?:[\w.%+-]{1,64}(?::[^\s/@\"'<>\\`]{0,64})?@)?"
+    r"(?:[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z]{2,63}(?::\d{1,5})?[/?#]" + _URL_END,
     re.IGNORECASE,
 )
 # What every match of URL_PATTERN contains (cheap first tests: substring

@@ -94,6 +94,11 @@ def test_urls_that_may_carry_a_secret_become_references(url):
         ("<https://x.com/a?token=1>", "<[URL]>"),
         ("https://example.com/a?q=%EA%B9%80", "https://example.com/a?q=김"),  # shown decoded
         ("hooks.slack.com/services/T0/B0/abc", "[URL]"),  # no scheme
+        ("admin:hunter2@intranet.example.com/backup", "[URL]"),  # no scheme, user information
+        ("_https://x.example/?token=1", "_[URL]"),  # glued to a word
+        ("1https://x.example/?token=1", "1[URL]"),
+        ("[doc](https://x.example/a?token=1)", "[doc]([URL])"),  # markdown
+        ("HTTPS://X.EXAMPLE/A?TOKEN=1", "[URL]"),
     ],
 )
 def test_where_a_url_ends_and_how_a_plain_one_is_shown(text, expected):
