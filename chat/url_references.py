@@ -249,7 +249,7 @@ SECRET_WORDS = frozenset(
     reset invite invitation magic oauth callback confirm verify verification activate activation unsubscribe
     password passwd session sso private capability""".split()
 )
-_PIECE_SPLIT = re.compile(r"[-._~() ,:@]+")
+_PIECE_SPLIT = re.compile(r"[-._~() ,:@+]+")
 _UUID = re.compile(r"[0-9a-f]{8}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{12}", re.IGNORECASE)
 _CAMEL = re.compile(r"[a-z]+(?:[A-Z][a-z]+)*|[A-Z][a-z]+(?:[A-Z][a-z]+)*|[A-Z]{1,8}|[a-z]{1,8}")
 _WORD_NUMBER = re.compile(r"([A-Za-z]{1,12})\d{1,4}|\d{1,4}([A-Za-z]{1,3})")
@@ -307,7 +307,7 @@ def _url_is_plain(url: str) -> bool:
         return False
     for segment in parts.path.split("/"):
         decoded = urllib.parse.unquote(segment, errors="strict")
-        if not _plain_text(decoded, allowed="-._~()"):
+        if not _plain_text(decoded, allowed="-._~()+ "):
             return False
     if parts.query:
         for field in parts.query.split("&"):

@@ -21,6 +21,10 @@ PLAIN = [
     "https://news.ycombinator.com/item?id=1",
     "https://example.com/2024/03/report-q3.pdf",
     "https://example.com/api/getElementById",
+    "https://wiki.example.com/display/SALES/Quarterly+Review",
+    "https://example.com/files/My%20Report%202024.pdf",
+    "https://jira.example.com/browse/PROJ-123",
+    "https://bucket.s3.amazonaws.com/reports/2024/q3.pdf",
 ]
 
 SECRET = [
@@ -69,6 +73,9 @@ SECRET = [
     "crm://people/minji.kim%40example.com",
     "https://example.com/a?page=1%00",
     "https://example.com/a/%ff",
+    "https://example.com/p/abc+def+XyZqWeRtYuIoPaSd",
+    "https://www.youtube.com/watch?v=dQw4w9WgXcQ",
+    "https://www.notion.so/acme/Plan-0123456789abcdef0123456789abcdef",
 ]
 
 
