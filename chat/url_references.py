@@ -88,6 +88,41 @@ class DbUrlReferences:
             cached = self._seen[digest] = format_reference(self._number_for(digest, url))
         return cached
 
+    def prefetch(self, urls) -> None:
+        """Resolve many URLs at once (a result with a link per row): one
+        query for the known ones, one insert for the new ones. Anything
+        that goes wrong leaves the rest to `reference_for`, one by one."""
+        from chat.vault import _lock_open_conversation
+
+        wanted = {_digest(self.conversation_id, url): url for url in urls}
+        wanted = {digest: url for digest, url in wanted.items() if digest not in self._seen}
+        if not wanted:
+            return
+        rows = UrlReference.objects.filter(conversation_id=self.conversation_id, digest__in=list(wanted))
+        for digest, number in rows.values_list("digest", "number"):
+            self._seen[digest] = format_reference(number)
+        missing = [digest for digest in wanted if digest not in self._seen]
+        if not missing:
+            return
+        try:
+            with transaction.atomic():
+                _lock_open_conversation(self.conversation_id)
+                top = UrlReference.objects.filter(conversation_id=self.conversation_id).aggregate(top=Max("number"))
+                start = (top["top"] or 0) + 1
+                created = UrlReference.objects.bulk_create(
+                    UrlReference(
+                        conversation_id=self.conversation_id,
+                        number=start + offset,
+                        digest=digest,
+                        ciphertext=encrypt_text(wanted[digest]),
+                    )
+                    for offset, digest in enumerate(missing)
+                )
+        except IntegrityError:
+            return  # another worker allocated some of them first: one by one then
+        for entry in created:
+            self._seen[entry.digest] = format_reference(entry.number)
+
     def _number_for(self, digest: str, url: str) -> int:
         from chat.vault import _lock_open_conversation
 

@@ -23,7 +23,7 @@ from governance.services import install_config_sync
 from owlai.install_config import parse_install_config
 from tests.support.connector_world import ALL_MODELS, World, add_connector, two_tier_config
 from tests.support.customer_dbs import port_open
-from tests.support.mcp_server_leaky import CASES, EMAIL, HUGE, HUGE_CHARS, NAME, OTHER_NAME
+from tests.support.mcp_server_leaky import CASES, EMAIL, HUGE, HUGE_CHARS, MANY_LINKS, NAME, OTHER_NAME
 from tests.support.mcp_servers import ROOT, HttpServer, _environment
 from tests.support.stack import free_port
 
@@ -144,3 +144,16 @@ def test_a_huge_first_block_leaves_the_next_one_to_read_spill(world):
     assert payload["content"][0]["text"].startswith("xxxx") and payload["spilled"]["total"] == 2
     page, outcome = world.call("read_spill", {"file": payload["spilled"]["file"], "offset": 1, "limit": 1})
     assert outcome == "success" and page["content"] == [{"type": "text", "text": "small tail"}], page
+
+
+def test_a_link_in_every_row_costs_a_few_queries_and_keeps_its_reference(world, django_assert_max_num_queries):
+    from chat.models import UrlReference
+
+    with django_assert_max_num_queries(60):  # one per link would be over a thousand
+        _c, payload, outcome = emitted(world, "many_links")
+    assert outcome == "success"
+    links = [row["link"] for row in payload["structured"]["rows"]]
+    assert all(link.startswith("[URL-") for link in links) and len(set(links)) == MANY_LINKS
+    assert UrlReference.objects.filter(conversation=world.conversation).count() == MANY_LINKS
+    _c, again, _o = emitted(world, "many_links")
+    assert [row["link"] for row in again["structured"]["rows"]] == links  # the same URL, the same reference

@@ -41,10 +41,7 @@ def shape(call: Call, output: Output, lineage: Lineage | None) -> str:
         if value is not None and not isinstance(value, (bool, int, float)):
             raise TypeError(f"{call.tool.name}: fact {key!r} is not a number or flag")
     references = url_references_for(call.ctx.conversation_id)
-    payload = {
-        key: with_url_references(sanitise_value(value), references.reference_for)
-        for key, value in output.payload.items()
-    }
+    payload = _with_references({key: sanitise_value(value) for key, value in output.payload.items()}, references)
     masked = _masked(call, payload, lineage)
     result = {call.tool.result_key: call.target.name, **masked, **output.facts}
     return spill_if_large(call, result, output.items)
@@ -166,6 +163,22 @@ def shorten_credentialed_urls(value: Any, reference_for) -> Any:
     if not isinstance(value, str):
         return value
     return references_in_text(value, reference_for)
+
+
+def _with_references(payload: dict[str, Any], references) -> dict[str, Any]:
+    """`with_url_references` over a payload, the references of all its URLs
+    resolved at once where the store can (a link in every row of a result
+    is one query, not one per row). A first pass notes the URLs; without
+    any, its result is already the final one."""
+    prefetch = getattr(references, "prefetch", None)
+    if prefetch is None:
+        return with_url_references(payload, references.reference_for)
+    noted: list[str] = []
+    first = with_url_references(payload, lambda url: noted.append(url) or "")
+    if not noted:
+        return first
+    prefetch(noted)
+    return with_url_references(payload, references.reference_for)
 
 
 def with_url_references(value: Any, reference_for) -> Any:

@@ -144,8 +144,20 @@ HUGE = {
     "huge_block_with_email_at_the_end": lambda: text("w" * HUGE_CHARS + f" {EMAIL}"),
 }
 
+# A signed link in every row of a result.
+MANY_LINKS = 300
+
+
+def many_links() -> Result:
+    rows = [
+        {"id": n, "link": f"https://share.example.com/s/{n:04d}f{n * 7919:08x}c0ffee{n:04d}"} for n in range(MANY_LINKS)
+    ]
+    return text("ok", structured={"rows": rows})
+
+
 # Results that carry no secret: the model must get them as they are.
 PLAIN = {
+    "many_links": many_links,
     "plain_links": lambda: text(
         "docs https://docs.example.com/guide/getting-started?page=2&lang=ko",
         structured={"amount": 1234567.5, "count": 3, "total": 2500000.0},
