@@ -113,7 +113,7 @@ def test_plain_urls_and_ordinary_numbers_stay_readable(world):
     # The model still gets what carries no secret: a docs link with paging, an amount.
     content, payload, _o = emitted(world, "plain_links")
     assert "https://docs.example.com/guide/getting-started?page=2&lang=ko" in payload["content"][0]["text"]
-    assert payload["structured"] == {"amount": 1234567.5, "count": 3, "total": 2500000}
+    assert payload["structured"] == {"amount": 1234567.5, "count": 3, "total": 2500000, "path": "/docs/guide"}
 
 
 def test_a_plain_url_is_shown_decoded_so_an_email_in_it_is_masked(world):

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 from django.conf import settings
 from django.utils.translation import gettext
 
-from chat.url_references import references_in_text, url_references_for
+from chat.url_references import references_in_text, url_is_plain, url_references_for
 from governance.pii.masking import MaskCounts, mask_any, mask_rows, mask_string, mask_with
 
 if TYPE_CHECKING:
@@ -189,9 +189,29 @@ def with_url_references(value: Any, reference_for) -> Any:
         return [with_url_references(v, reference_for) for v in value]
     if isinstance(value, dict):
         return {
-            shorten_credentialed_urls(k, reference_for): with_url_references(v, reference_for) for k, v in value.items()
+            shorten_credentialed_urls(k, reference_for): _field_with_url_references(k, v, reference_for)
+            for k, v in value.items()
         }
     return value
+
+
+# A field whose name says it holds a link may hold one without its host
+# ("webhook_path": "/services/T.../B.../secret", "next": "?session=...").
+_LINK_FIELD = re.compile(r"(?:url|uri|href|link|src|path|webhook|callback|redirect|endpoint|location|next)s?$", re.I)
+
+
+def _field_with_url_references(key: Any, value: Any, reference_for) -> Any:
+    shown = with_url_references(value, reference_for)
+    if (
+        isinstance(value, str)
+        and shown == value
+        and value[:1] in ("/", "?", "#")
+        and isinstance(key, str)
+        and _LINK_FIELD.search(key)
+        and not url_is_plain("relative.invalid" + value)
+    ):
+        return reference_for(value)
+    return shown
 
 
 # --- 4. spill -----------------------------------------------------------------------

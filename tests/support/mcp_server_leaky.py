@@ -96,6 +96,14 @@ CASES: dict[str, tuple[Callable[[], Result], tuple[str, ...]]] = {
     "url_json_escaped_slashes": (lambda: text(json.dumps({"u": SLACK}).replace("/", "\\/")), ("Zk3pQ9xW2mLr7Tn5",)),
     "url_in_link_name": (lambda: link("https://example.com/ok", name=f"see {DISCORD}"), ("Qx7_kP2",)),
     "url_resource_uri_secret": (lambda: resource(CLIENT_SECRET, "body"), ("s3cr3t-Cl13nt",)),
+    "url_relative_path_field": (
+        lambda: text("ok", structured={"host": "hooks.slack.com", "webhook_path": SLACK.split(".com", 1)[1]}),
+        ("Zk3pQ9xW2mLr7Tn5Vb8Yc1Ds",),
+    ),
+    "url_relative_query_field": (
+        lambda: text("ok", structured={"nextUrl": "?page=2&session=sess_9xK2"}),
+        ("sess_9xK2",),
+    ),
     "url_double_encoded_json": (lambda: text(json.dumps(json.dumps({"hook": SLACK}))), ("Zk3pQ9xW2mLr7Tn5",)),
     # --- numbers of any JSON type ----------------------------------------------------
     "number_phone_float": (lambda: text("ok", structured={"phone": 1098765432.0}), (PHONE_DIGITS,)),
@@ -160,7 +168,7 @@ PLAIN = {
     "many_links": many_links,
     "plain_links": lambda: text(
         "docs https://docs.example.com/guide/getting-started?page=2&lang=ko",
-        structured={"amount": 1234567.5, "count": 3, "total": 2500000.0},
+        structured={"amount": 1234567.5, "count": 3, "total": 2500000.0, "path": "/docs/guide"},
     ),
 }
 
