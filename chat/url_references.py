@@ -385,10 +385,24 @@ def references_in_text(text: str, reference_for) -> str:
     if not _maybe_url(text):
         return text
 
-    def swap(match: re.Match) -> str:
-        url, tail = _split_trailing(match.group(0))
-        if not url:
-            return match.group(0)
-        return (url_for_model(url) if url_is_plain(url) else reference_for(url)) + tail
+    pieces: list[str] = []
+    position = 0
+    for match in URL_PATTERN.finditer(text):
+        start, end = match.span()
+        if start < position:
+            continue  # inside the URL before it (an apostrophe's continuation)
+        if text[end : end + 1] == "'" and text[start - 1 : start] != "'":
+            # An apostrophe inside a URL that no quote opened: it goes on
+            # ("https://x.example/it's?token=..."), to the next blank.
+            end = _AFTER_APOSTROPHE.match(text, end).end()
+        url, tail = _split_trailing(text[start:end])
+        pieces.append(text[position:start])
+        pieces.append((url_for_model(url) if url_is_plain(url) else reference_for(url)) + tail if url else tail)
+        position = end
+    if not pieces:
+        return text
+    pieces.append(text[position:])
+    return "".join(pieces)
 
-    return URL_PATTERN.sub(swap, text)
+
+_AFTER_APOSTROPHE = re.compile(r"[^\s\"<>\\`]*")

@@ -106,6 +106,11 @@ def test_urls_that_may_carry_a_secret_become_references(url):
         ("1https://x.example/?token=1", "1[URL]"),
         ("[doc](https://x.example/a?token=1)", "[doc]([URL])"),  # markdown
         ("HTTPS://X.EXAMPLE/A?TOKEN=1", "[URL]"),
+        ("see https://x.example/it's?token=1 now", "see [URL] now"),  # an apostrophe inside
+        (
+            "{'u': 'https://x.example/ok', 'v': 'https://x.example/a?token=1'}",
+            "{'u': 'https://x.example/ok', 'v': '[URL]'}",
+        ),
     ],
 )
 def test_where_a_url_ends_and_how_a_plain_one_is_shown(text, expected):
