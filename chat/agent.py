@@ -110,7 +110,8 @@ def fit_history(messages: list[dict], *, budget: int, current: int) -> list[dict
     model has not read yet (after the last assistant message); (2) the oldest
     earlier turns are dropped whole (a user message and all after it), so
     tool calls and their results stay paired; (3) the unread tool results are
-    trimmed too. The input list and its entries are never modified.
+    cut to equal shares of what is left (the start of each kept, with a
+    note). The input list and its entries are never modified.
     """
     total = sum(_chars(m) for m in messages)
     if total <= budget:
@@ -143,7 +144,19 @@ def fit_history(messages: list[dict], *, budget: int, current: int) -> list[dict
             if out[i] is not None and out[i]["role"] != "system":
                 total -= _chars(out[i])
                 out[i] = None
-    trim(range(last_assistant, len(out)))
+    # (3) The results the model has not read share what is left: each is cut
+    # to its share (a small one keeps what it needs), none blanked for another.
+    unread = [i for i in range(max(last_assistant, 0), len(out)) if out[i] is not None and out[i]["role"] == "tool"]
+    if total > budget and unread:
+        sizes = {i: len(out[i].get("content") or "") for i in unread}
+        room = max(0, budget - (total - sum(sizes.values())))
+        for n, i in enumerate(sorted(unread, key=sizes.__getitem__)):
+            share = min(sizes[i], room // (len(unread) - n))
+            room -= share
+            if share < sizes[i]:
+                note = trimmed_note(sizes[i])
+                head = out[i]["content"][: max(0, share - len(note) - 1)]
+                out[i] = {**out[i], "content": f"{head} {note}" if head else note}
     return [m for m in out if m is not None]
 
 

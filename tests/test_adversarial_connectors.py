@@ -416,7 +416,7 @@ def test_held_approval_events_carry_no_arguments(mail, resumed, django_capture_o
 def test_held_a_stdio_server_gets_only_the_named_secret(world):
     payload, outcome = world.call("hostile__env_names", {})
     assert outcome == "success", payload
-    names = set(json.loads(payload["content"][0]["text"]))
+    names = set(payload["content"][0]["json"])  # a JSON text arrives parsed
     assert NAMED_SECRET in names
     for secret in (UNNAMED_SECRET, "SECRET_KEY", "DATABASE_URL", "REDIS_URL", "OWLAI_TEST_MCP_RECORD"):
         assert secret not in names, secret

@@ -78,7 +78,7 @@ def test_lists_tools_and_returns_text_structured_and_embedded_results(target_of,
         assert {"find_customer", "customer_note", "customer_card", "echo"} <= set(names)
         found = sessions.call_tool(target, "find_customer", {"name": "김민지"})
         assert found.structured["phone"] == "010-9876-5432" and not found.is_error
-        assert "minji.kim@example.com" in found.content[0]["text"]
+        assert found.content[0]["json"]["email"] == "minji.kim@example.com"  # a JSON text arrives parsed
         note = sessions.call_tool(target, "customer_note", {"name": "김민지"})
         assert note.content == [
             {"type": "text", "text": "김민지 고객 연락처는 010-9876-5432, 메일은 minji.kim@example.com 입니다."}

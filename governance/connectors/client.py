@@ -39,6 +39,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT
 
 from governance.connectors.definitions import ToolDefinition
+from governance.connectors.spelling import normalised, normalised_text, text_fields
 
 logger = logging.getLogger(__name__)
 
@@ -132,25 +133,29 @@ class ToolCallResult:
 
 
 def content_blocks(blocks: list[Any]) -> list[dict[str, Any]]:
-    """The SDK's content blocks as plain dicts. Binary data never goes on:
-    images, audio and blob resources become a marker with type and size."""
+    """The SDK's content blocks as plain dicts, every string in one spelling
+    (governance.connectors.spelling). Binary data never goes on: images,
+    audio and blob resources become a marker with type and size."""
     out: list[dict[str, Any]] = []
     for block in blocks or []:
         kind = getattr(block, "type", None)
         if kind == "text":
-            out.append({"type": "text", "text": block.text})
+            out.append({"type": "text", **text_fields(block.text)})
         elif kind in ("image", "audio"):
             out.append({"type": kind, "mime_type": block.mime_type, "bytes": _b64_size(block.data)})
         elif kind == "resource":
             resource = block.resource
-            item: dict[str, Any] = {"type": "resource", "uri": str(resource.uri), "mime_type": resource.mime_type}
+            item: dict[str, Any] = {"type": "resource", "uri": normalised_text(str(resource.uri))}
+            item["mime_type"] = resource.mime_type
             if getattr(resource, "text", None) is not None:
-                item["text"] = resource.text
+                item.update(text_fields(resource.text))
             else:
                 item["bytes"] = _b64_size(getattr(resource, "blob", "") or "")
             out.append(item)
         elif kind == "resource_link":
-            out.append({"type": "resource_link", "uri": str(block.uri), "name": block.name})
+            out.append(
+                {"type": "resource_link", "uri": normalised_text(str(block.uri)), "name": normalised_text(block.name)}
+            )
         else:
             out.append({"type": "unsupported"})
     return out
@@ -402,6 +407,6 @@ async def _call(client: Any, name: str, arguments: dict[str, Any], timeout: floa
         result = await client.call_tool(name, arguments, read_timeout_seconds=timeout)
     return ToolCallResult(
         content=content_blocks(result.content),
-        structured=result.structured_content,
+        structured=normalised(result.structured_content),
         is_error=bool(result.is_error),
     )

@@ -29,8 +29,11 @@ through the same stages as every other tool:
                 protocol errors are `failed` outcomes with the client's
                 value-free message.
     SHAPING     text, structured content and embedded resources (binary
-                already a size marker) like any result: URL references, known
-                values, detectors, spill.
+                already a size marker; every string in one spelling and a
+                JSON text parsed by the client: governance.connectors.spelling)
+                like any result: URL references for every URL not provably
+                plain, known values, detectors (numbers too, floats included),
+                spill with a preview bounded whatever the result's shape.
 
 Audit rows name the user, the connector (resource), the tool, the outcome,
 the duration, the origin and the conversation and turn by value; never the
