@@ -229,6 +229,17 @@ _SEVERITY_RANK = {kind: rank for rank, kind in enumerate(_SEVERITY)}
 # specific kind labels the tokens.
 _DOUBT_KIND = "name"
 
+# Schema value for a FREE-TEXT column (a memo, a comment: text nobody
+# classified as one kind, where the detectors find values inside): read as
+# itself it is scanned by the detectors; anything computed from it (any
+# function, operator, cast, aggregate, comparison, piece) is masked whole
+# like a classified column, labelled with the doubt kind. Inside the walk it
+# is a personal-data kind like any other (counts, filters, row counts and
+# row choice follow the same rules); only an output that passes such a
+# column on unchanged (:meth:`_Classifier._plain_output`) is left to the
+# detectors.
+FREE_TEXT = "free_text"
+
 # Lineage walk budget (nodes visited + columns resolved). A normal query needs
 # a few hundred; pathological nesting or recursive CTEs must not stall the
 # worker, so past the budget the query is treated as unresolved (masks more).
@@ -448,9 +459,21 @@ def classify_outputs(
     Never raises: any failure masks more (fail closed).
     """
     try:
-        return _Classifier(sql, dialect, schema, n_columns, tainted_literals).run()
+        outputs = _Classifier(sql, dialect, schema, n_columns, tainted_literals).run()
     except Exception as error:  # fail closed on anything unexpected
-        return _last_resort(schema, n_columns, f"internal error: {type(error).__name__}")
+        outputs = _last_resort(schema, n_columns, f"internal error: {type(error).__name__}")
+    return [_labelled(output) for output in outputs]
+
+
+def _label_kind(kind: str | None) -> str | None:
+    """The kind a token is labelled with: free text masks as the doubt kind."""
+    return _DOUBT_KIND if kind == FREE_TEXT else kind
+
+
+def _labelled(output: OutputColumn) -> OutputColumn:
+    if output.pii_kind != FREE_TEXT:
+        return output
+    return OutputColumn(output.index, output.name, _DOUBT_KIND, output.sources, output.reason)
 
 
 def _last_resort(schema: object, n_columns: int | None, why: str) -> list[OutputColumn]:
@@ -489,7 +512,7 @@ def rows_read_pii(
     that can set a number of rows (:func:`_row_shape`); an internal error
     gets the doubt kind when the SQL names a PII column at all."""
     try:
-        return _Classifier(sql, dialect, schema, None, tainted_literals).rows_kind()
+        return _label_kind(_Classifier(sql, dialect, schema, None, tainted_literals).rows_kind())
     except Exception:  # fail closed on anything unexpected
         try:
             return _DOUBT_KIND if _names_pii_by_word(sql, schema, tainted_literals) else None
@@ -1429,10 +1452,25 @@ class _Classifier:
         display = self._align_names(names, qualified_names)
         # The outermost query's own row choice (WHERE, GROUP BY, ...) is not
         # traced: only each output's expression, with full=False.
-        return [
-            self._output(index, display[index], self._scope_output(root_scope, index, full=False))
-            for index in range(count)
-        ]
+        outputs = []
+        for index in range(count):
+            found = self._scope_output(root_scope, index, full=False)
+            outputs.append(self._output(index, display[index], found, self._plain_free_text(root_scope, index, found)))
+        return outputs
+
+    def _plain_free_text(self, root_scope: Scope, index: int, found: _Found) -> frozenset[Source]:
+        """The free-text sources of output ``index`` when that output is
+        nothing but those columns passed on unchanged (through derived
+        tables, CTEs and set operations): read as themselves. Empty when the
+        output computes anything from a free-text column (then it is masked
+        whole), or reads one only through another path too."""
+        free = {s for s in found[0] if self.index.columns(s[0]).get(s[1]) == FREE_TEXT}
+        if not free:
+            return frozenset()
+        plain = self._plain_output(root_scope, index, 0)
+        if plain is None or not free <= plain:
+            return frozenset()
+        return frozenset(free)
 
     def _prepare(self, root: exp.Expr, tables: list[tuple[exp.Table, tuple[str, ...]]]) -> Scope:
         """Point the tables at the schema, qualify the tree and build its
@@ -1580,9 +1618,14 @@ class _Classifier:
                 ]
         return qualified
 
-    def _output(self, index: int, name: str, found: _Found) -> OutputColumn:
+    def _output(self, index: int, name: str, found: _Found, plain: frozenset[Source] = frozenset()) -> OutputColumn:
+        """``plain``: free-text sources the output passes on unchanged (read
+        as themselves, left to the detectors)."""
         sources, taints, labels = found
         kinds = {source: self.index.columns(source[0]).get(source[1]) for source in sources}
+        for source in plain:
+            if kinds.get(source) == FREE_TEXT:
+                kinds[source] = None
         pii = sorted((s for s in sources if kinds[s]), key=lambda s: (_severity(kinds[s] or ""), s))
         others = sorted(s for s in sources if not kinds[s])
         ordered = tuple(pii + others)

@@ -31,11 +31,13 @@ from chat.executor.pipeline import Call, Lineage, Offer, Output, Target
 from chat.executor.policy import ALWAYS_ALLOW
 from chat.executor.reasons import Phrase, Reason, Refused, ToolFailed
 from governance.models import DbConnection
+from governance.pii.free_text import unknown_types, with_free_text
 from governance.pii.known_values import EMPTY, KnownValues
 from governance.pii.lineage import classify_outputs, rows_read_pii
 from governance.pii.masking import MaskCounts, Vault, mask_rows, mask_with
 from governance.pii.reidentify import Reidentified, ReidentifyError, reidentify_sql
-from governance.schema_analysis import classification_schema, mask_stats_record
+from governance.models import ColumnClassification
+from governance.schema_analysis import classification_schema, connection_columns, mask_stats_record
 from governance.services import GovernanceError, db_connection_dsn
 from governance.sql.dialects import configured_schemas
 from governance.sql.execute import QueryError, account_risks, execute_readonly, schema_words, statement_words
@@ -113,10 +115,20 @@ class RunSql:
         if missing:
             raise Refused(Reason(gettext_noop("no permission to read table(s): %(tables)s"), tables=", ".join(missing)))
         executed = _reidentified(sql, dialect, call.vault, call.tables)
+        call.state.update(executed=executed, dsn=db_connection_dsn(connection=connection))
+
+    def prepare(self, call: Call) -> None:
+        access: DbAccess = call.target.resource
+        connection = access.connection
+        _require_read_only_account(connection.engine, call.state["dsn"])
+        # Free-text columns are taint (any function over them masks); their
+        # types come from the classifications, or from the database's catalog
+        # (after the attempt row and the account check) where none is stored.
+        schema = tainted_schema(connection, access.classification_revision, catalog=True)
+        executed: Reidentified = call.state["executed"]
         # Masking hides values, not how many rows came back: a query whose
         # row count personal data decides is refused before it runs.
-        schema = classification_schema(connection=connection, revision=access.classification_revision)
-        if rows_read_pii(executed.sql, dialect, schema, tainted_literals=executed.substituted):
+        if rows_read_pii(executed.sql, connection.sql_dialect, schema, tainted_literals=executed.substituted):
             raise Refused(
                 Reason(
                     gettext_noop(
@@ -124,10 +136,7 @@ class RunSql:
                     )
                 )
             )
-        call.state.update(executed=executed, schema=schema, dsn=db_connection_dsn(connection=connection))
-
-    def prepare(self, call: Call) -> None:
-        _require_read_only_account(call.target.resource.connection.engine, call.state["dsn"])
+        call.state["schema"] = schema
 
     def run(self, call: Call) -> Output:
         connection: DbConnection = call.target.resource.connection
@@ -250,6 +259,43 @@ def _require_read_only_account(engine: str, dsn: str) -> None:
         )
 
 
+# (connection id, classification revision) -> (table, column) -> data type;
+# bounded like the schema cache (tokens never come back).
+_TYPES_CACHE: dict[tuple[int, str], dict[tuple[str, str], str]] = {}
+_TYPES_CACHE_MAX = 256
+
+
+def tainted_schema(connection: DbConnection, revision: str | None, *, catalog: bool = False) -> dict:
+    """The analysed schema with its free-text columns marked (lineage taint).
+    Types are the stored ones; with `catalog`, columns stored without a type
+    get the database catalog's (cached per revision). Where no type is known
+    the column counts as free text (when in doubt, taint)."""
+    schema = classification_schema(connection=connection, revision=revision)
+    key = (connection.pk, revision) if revision else None
+    types = _TYPES_CACHE.get(key) if key else None
+    if types is None:
+        types = {
+            (table, column): data_type
+            for table, column, data_type in ColumnClassification.objects.filter(connection=connection).values_list(
+                "table_name", "column_name", "data_type"
+            )
+            if data_type
+        }
+        complete = not unknown_types(schema, types)
+        if catalog and not complete:
+            try:
+                read = {(table, column): data_type for table, column, data_type in connection_columns(connection)}
+            except Exception:
+                logger.warning("column types could not be read; unknown types count as free text", exc_info=True)
+            else:
+                types, complete = {**read, **types}, True
+        if key and complete:
+            if len(_TYPES_CACHE) >= _TYPES_CACHE_MAX:
+                _TYPES_CACHE.clear()
+            _TYPES_CACHE[key] = types
+    return with_free_text(schema, types)
+
+
 def connection_schemas(connection: DbConnection) -> tuple[str, ...]:
     """The schemas the connection's unqualified names resolve to (PostgreSQL's
     pinned search_path): exactly those a whole-database grant covers."""
@@ -305,7 +351,7 @@ def mask_sql_rows(
     """The rows of one result masked as the shaping stage masks them (for
     callers outside a tool call, e.g. bench/executor.py)."""
     if schema is None:
-        schema = classification_schema(connection=connection, revision=revision)
+        schema = tainted_schema(connection, revision)
     kinds, origins = column_kinds(connection, sql, columns, schema=schema, tainted_literals=tainted_literals)
     counts = MaskCounts()
     masked = mask_with(
