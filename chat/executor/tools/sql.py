@@ -37,7 +37,7 @@ from governance.pii.lineage import classify_outputs, rows_read_pii
 from governance.pii.masking import MaskCounts, Vault, mask_rows, mask_with
 from governance.pii.reidentify import Reidentified, ReidentifyError, reidentify_sql
 from governance.models import ColumnClassification
-from governance.schema_analysis import classification_schema, connection_columns, mask_stats_record
+from governance.schema_analysis import connection_columns, mask_stats_record
 from governance.services import GovernanceError, db_connection_dsn
 from governance.sql.dialects import configured_schemas
 from governance.sql.execute import QueryError, account_risks, execute_readonly, schema_words, statement_words
@@ -259,41 +259,47 @@ def _require_read_only_account(engine: str, dsn: str) -> None:
         )
 
 
-# (connection id, classification revision) -> (table, column) -> data type;
-# bounded like the schema cache (tokens never come back).
-_TYPES_CACHE: dict[tuple[int, str], dict[tuple[str, str], str]] = {}
-_TYPES_CACHE_MAX = 256
+# (connection id, classification revision) -> the schema with its free text
+# marked; bounded like governance.schema_analysis's cache (revision tokens
+# never come back, so an entry is current or never hit again).
+_SCHEMA_CACHE: dict[tuple[int, str], dict[str, dict[str, str | None]]] = {}
+_SCHEMA_CACHE_MAX = 256
 
 
 def tainted_schema(connection: DbConnection, revision: str | None, *, catalog: bool = False) -> dict:
-    """The analysed schema with its free-text columns marked (lineage taint).
-    Types are the stored ones; with `catalog`, columns stored without a type
-    get the database catalog's (cached per revision). Where no type is known
-    the column counts as free text (when in doubt, taint)."""
-    schema = classification_schema(connection=connection, revision=revision)
+    """The analysed schema (table -> column -> kind, in column order) with
+    its free-text columns marked for lineage taint, read in one query and
+    cached per classification revision. Types are the stored ones; with
+    `catalog`, columns stored without a type get the database catalog's.
+    Where no type is known the column counts as free text (when in doubt,
+    taint). The returned dicts are shared: callers must not change them."""
     key = (connection.pk, revision) if revision else None
-    types = _TYPES_CACHE.get(key) if key else None
-    if types is None:
-        types = {
-            (table, column): data_type
-            for table, column, data_type in ColumnClassification.objects.filter(connection=connection).values_list(
-                "table_name", "column_name", "data_type"
-            )
-            if data_type
-        }
-        complete = not unknown_types(schema, types)
-        if catalog and not complete:
-            try:
-                read = {(table, column): data_type for table, column, data_type in connection_columns(connection)}
-            except Exception:
-                logger.warning("column types could not be read; unknown types count as free text", exc_info=True)
-            else:
-                types, complete = {**read, **types}, True
-        if key and complete:
-            if len(_TYPES_CACHE) >= _TYPES_CACHE_MAX:
-                _TYPES_CACHE.clear()
-            _TYPES_CACHE[key] = types
-    return with_free_text(schema, types)
+    cached = _SCHEMA_CACHE.get(key) if key else None
+    if cached is not None:
+        return cached
+    schema: dict[str, dict[str, str | None]] = {}
+    types: dict[tuple[str, str], str] = {}
+    # In introspection order (rows are created in the table's column order),
+    # which is the order `SELECT *` returns them in.
+    rows = ColumnClassification.objects.filter(connection=connection).order_by("pk")
+    for table, column, kind, data_type in rows.values_list("table_name", "column_name", "pii_kind", "data_type"):
+        schema.setdefault(table, {})[column] = kind or None
+        if data_type:
+            types[(table, column)] = data_type
+    complete = not unknown_types(schema, types)
+    if catalog and not complete:
+        try:
+            read = {(table, column): data_type for table, column, data_type in connection_columns(connection)}
+        except Exception:
+            logger.warning("column types could not be read; unknown types count as free text", exc_info=True)
+        else:
+            types, complete = {**read, **types}, True
+    marked = with_free_text(schema, types)
+    if key and complete:
+        if len(_SCHEMA_CACHE) >= _SCHEMA_CACHE_MAX:
+            _SCHEMA_CACHE.clear()
+        _SCHEMA_CACHE[key] = marked
+    return marked
 
 
 def connection_schemas(connection: DbConnection) -> tuple[str, ...]:
