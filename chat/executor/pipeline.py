@@ -136,6 +136,7 @@ class Lineage:
     kinds: dict[int, str]
     origins: dict[int, tuple[str, str]]
     record: Any = None  # Callable[[MaskCounts], None] | None
+    literal: frozenset[int] = frozenset()  # columns of only the model's own literals: returned as written
 
 
 class Tool(Protocol):

@@ -63,6 +63,7 @@ def _masked(call: Call, payload: dict[str, Any], lineage: Lineage | None) -> dic
                     vault=vault,
                     counts=counts,
                     known=known,
+                    literal_columns=lineage.literal,
                 )
             else:
                 out[key] = mask_any(value, vault, None, known=known)

@@ -14,9 +14,14 @@ values, so a conversation with 100,000 vaulted values costs what one with 10
 does (bench/executor.py measures it). Building the automaton is linear in the
 total length of the values and is cached by whoever owns the vault.
 
-Matching is case-insensitive (both sides lowercased) and leftmost-longest, so
-"김민준" wins over a vaulted "김민" at the same position, and an e-mail written
-in capitals is still found.
+Matching is on a NORMALISED form of both sides (`normalised_with_offsets`):
+NFKC (full-width digits, composed Hangul from decomposed jamo as macOS file
+names write it), lowercased, and without any character that is not a letter
+or digit (spaces, punctuation, dashes, dots, invisible and format
+characters such as zero-width spaces or soft hyphens). "김 민준", "김\u200b민준",
+"０１０.１２３４.５６７８" and "010 - 1234 - 5678" are all the vaulted value; the
+replacement covers the span of the text as written. Leftmost-longest, so
+"김민준" wins over a vaulted "김민" at the same position.
 
 Minimum length: values shorter than MIN_VALUE_CHARS (2) are not searched for.
 A one-character value would replace that character in every word of every
@@ -33,9 +38,59 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+import re
+import unicodedata
+
 import ahocorasick_rs
 
 MIN_VALUE_CHARS = 2
+
+# Runs of letters and digits; everything between them is dropped by the
+# normalisation (an underscore counts as punctuation).
+_KEPT_RUN = re.compile(r"[^\W_]+")
+# A run that NFKC leaves alone needs no per-character offset map.
+_PLAIN_RUN = re.compile(r"[a-z0-9\uac00-\ud7a3]+")
+
+
+def _clusters(run: str):
+    """(start, end) of each base character with the jamo vowels / finals and
+    combining marks that follow it (they compose with it under NFKC)."""
+    start = 0
+    for position in range(1, len(run) + 1):
+        if position < len(run):
+            ch = run[position]
+            if "\u1160" <= ch <= "\u11ff" or unicodedata.combining(ch):
+                continue
+        yield start, position
+        start = position
+
+
+def normalised_with_offsets(text: str) -> tuple[str, list[int], list[int]]:
+    """`text` normalised for matching, with for each of its characters the
+    start and end offset in `text` of what it came from."""
+    pieces: list[str] = []
+    starts: list[int] = []
+    ends: list[int] = []
+    for match in _KEPT_RUN.finditer(text):
+        run, base = match.group(0), match.start()
+        lowered = _lower_same_length(run)
+        if _PLAIN_RUN.fullmatch(lowered):
+            pieces.append(lowered)
+            starts.extend(range(base, base + len(run)))
+            ends.extend(range(base + 1, base + len(run) + 1))
+            continue
+        for start, end in _clusters(run):
+            folded = _lower_same_length(unicodedata.normalize("NFKC", run[start:end]))
+            folded = "".join(_KEPT_RUN.findall(folded))
+            pieces.append(folded)
+            starts.extend([base + start] * len(folded))
+            ends.extend([base + end] * len(folded))
+    return "".join(pieces), starts, ends
+
+
+def normalised(text: str) -> str:
+    """The form known values are matched on (see the module docstring)."""
+    return normalised_with_offsets(text)[0]
 
 
 def _lower_same_length(text: str) -> str:
@@ -75,7 +130,7 @@ def _patterns(entries: Iterable[tuple[str, str, str]], known: set[str] | None = 
     for original, kind, token in entries:
         if not isinstance(original, str):
             continue
-        pattern = _lower_same_length(original.strip())
+        pattern = normalised(original)
         if len(pattern) < MIN_VALUE_CHARS or (known is not None and pattern in known):
             continue
         # Two originals that differ only in case share a pattern; either
@@ -120,9 +175,15 @@ class KnownValues:
         return KnownValues(_layers=tuple(layers))
 
     def _matches(self, text: str) -> list[tuple[int, int, str, str]]:
-        """(start, end, kind, token), non-overlapping, left to right; across
-        layers the leftmost, then the longest, match wins."""
-        lowered = _lower_same_length(text)
+        """(start, end, kind, token) in `text` as written, non-overlapping,
+        left to right; across layers the leftmost, then the longest, match
+        wins."""
+        folded, starts, ends = normalised_with_offsets(text)
+        if len(folded) < MIN_VALUE_CHARS:
+            return []
+        return [(starts[start], ends[end - 1], kind, token) for start, end, kind, token in self._folded(folded)]
+
+    def _folded(self, lowered: str) -> list[tuple[int, int, str, str]]:
         if len(self._layers) == 1:
             layer = self._layers[0]
             entries = layer.entries

@@ -202,7 +202,7 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from sqlglot import exp
 from sqlglot.dialects.dialect import Dialect
@@ -426,6 +426,10 @@ class OutputColumn:
     pii_kind: str | None  # kind of the PII source (most severe if several); None if not derived from PII
     sources: tuple[tuple[str, str], ...]  # (table, column) sources read, PII ones first
     reason: str  # short: "derived from customers.phone", "count only", "lineage unresolved: ...; masked (doubt)"
+    # Only the model's own literals (and known functions of them): nothing is
+    # read and nothing re-identified, so the output says nothing the model
+    # did not write (not matched against the vault: no membership oracle).
+    literal: bool = False
 
 
 class _Unresolved(Exception):
@@ -459,13 +463,46 @@ def classify_outputs(
     Never raises: any failure masks more (fail closed).
     """
     try:
-        outputs = _Classifier(sql, dialect, schema, n_columns, tainted_literals).run()
+        classifier = _Classifier(sql, dialect, schema, n_columns, tainted_literals)
+        outputs = classifier.run()
+        literal = classifier.literal_outputs()
     except Exception as error:  # fail closed on anything unexpected
         outputs = _last_resort(schema, n_columns, f"internal error: {type(error).__name__}")
+        literal = None
+    if literal is not None and len(literal) == len(outputs):
+        outputs = [replace(o, literal=True) if flag and o.pii_kind is None else o for o, flag in zip(outputs, literal)]
     return [_labelled(output) for output in outputs]
 
 
-def _label_kind(kind: str | None) -> str | None:
+# Nodes that make an output more than the model's own literals: a column, a
+# whole row, a star, a nested query, a function sqlglot does not know (it may
+# read data), a variable or placeholder.
+_NOT_LITERAL = (exp.Column, exp.TableColumn, exp.Star, exp.Query, exp.Anonymous, exp.Parameter, exp.Placeholder)
+
+
+def _literal_items(query: exp.Expr) -> list[bool] | None:
+    """Per output of `query` as written: is it made of literals only?"""
+    if isinstance(query, exp.Subquery):
+        return _literal_items(query.this)
+    if isinstance(query, exp.SetOperation):
+        left, right = _literal_items(query.this), _literal_items(query.expression)
+        if left is None or right is None or len(left) != len(right):
+            return None
+        return [a and b for a, b in zip(left, right)]
+    if isinstance(query, exp.Values):
+        rows = [row.expressions if isinstance(row, exp.Tuple) else [row] for row in query.expressions]
+        width = len(rows[0]) if rows else 0
+        if any(len(row) != width for row in rows):
+            return None
+        return [all(row[i].find(*_NOT_LITERAL) is None for row in rows) for i in range(width)]
+    if isinstance(query, exp.Select):
+        if query.args.get("with_") is not None:
+            return None
+        return [item.find(*_NOT_LITERAL) is None for item in query.selects]
+    return None
+
+
+def token_kind(kind: str | None) -> str | None:
     """The kind a token is labelled with: free text masks as the doubt kind."""
     return _DOUBT_KIND if kind == FREE_TEXT else kind
 
@@ -473,7 +510,7 @@ def _label_kind(kind: str | None) -> str | None:
 def _labelled(output: OutputColumn) -> OutputColumn:
     if output.pii_kind != FREE_TEXT:
         return output
-    return OutputColumn(output.index, output.name, _DOUBT_KIND, output.sources, output.reason)
+    return OutputColumn(output.index, output.name, _DOUBT_KIND, output.sources, output.reason, output.literal)
 
 
 def _last_resort(schema: object, n_columns: int | None, why: str) -> list[OutputColumn]:
@@ -512,7 +549,7 @@ def rows_read_pii(
     that can set a number of rows (:func:`_row_shape`); an internal error
     gets the doubt kind when the SQL names a PII column at all."""
     try:
-        return _label_kind(_Classifier(sql, dialect, schema, None, tainted_literals).rows_kind())
+        return token_kind(_Classifier(sql, dialect, schema, None, tainted_literals).rows_kind())
     except Exception:  # fail closed on anything unexpected
         try:
             return _DOUBT_KIND if _names_pii_by_word(sql, schema, tainted_literals) else None
@@ -1258,6 +1295,22 @@ class _Classifier:
         # The lineage pass rewrote the tree; the fallback needs the query as written.
         return self._fallback(why, self._parse()[0], referenced)
 
+    def literal_outputs(self) -> list[bool] | None:
+        """Which outputs are only the model's own literals (see
+        OutputColumn.literal), judged on the statement as written; None when
+        that cannot be told. A function returning session or statement state
+        (current_query(), current_setting()) is not a literal."""
+        root, _why = self._parse()
+        if root is None:
+            return None
+        flags = _literal_items(root)
+        if flags is None:
+            return None
+        for node in root.walk():
+            if _function_role(node) in ("data", "statement") or (_string_value(node) and self.node_taint(node)):
+                return [False] * len(flags)
+        return flags
+
     def rows_kind(self) -> str | None:
         """:func:`rows_read_pii`: the same parse, fast path, qualify and walk
         as :meth:`run`, asking the count question of the root scope."""
@@ -1598,7 +1651,11 @@ class _Classifier:
             ]
             found = _merge(self._trace(cell, None, False) for cell in cells)
             output = self._output(index, f"column{index + 1}", found)
-            outputs.append(output if output.pii_kind else OutputColumn(index, output.name, None, (), "literal"))
+            outputs.append(
+                output
+                if output.pii_kind
+                else OutputColumn(index, output.name, None, (), "literal")
+            )
         return outputs
 
     @staticmethod
@@ -1647,6 +1704,7 @@ class _Classifier:
             reason = " / ".join(sorted(labels)) + " only"
         else:
             reason = "no source column (literal)"
+            return OutputColumn(index, name, None, ordered, reason)
         return OutputColumn(index, name, None, ordered, reason)
 
     def _tick(self) -> None:

@@ -249,12 +249,18 @@ def mask_rows(
     vault: Vault,
     counts: MaskCounts | None = None,
     known: KnownValues = EMPTY,
+    literal_columns: frozenset[int] | set[int] = frozenset(),
 ) -> list[list[Any]]:
     """SQL result rows: a column derived from personal data is masked whole
-    (token of the column's kind); every other string cell goes through the
-    known values, then the detectors."""
+    (token of the column's kind); a column made only of the model's own
+    literals (`literal_columns`: nothing read, nothing re-identified) comes
+    back as written, so that matching it against the vault cannot tell the
+    model which of its guesses the vault holds; every other cell goes through
+    the known values, then the detectors. A known value split over several
+    cells of one row ("010-1234" | "5678") masks each of those cells whole."""
     masked: list[list[Any]] = []
     for row in rows:
+        split = _split_known_values(row, column_kinds, literal_columns, known) if known else None
         out = []
         for index, cell in enumerate(row):
             kind = column_kinds.get(index)
@@ -263,10 +269,45 @@ def mask_rows(
                 if counts is not None:
                     counts.add(origin, kind)
                 out.append(vault.token_for(kind, str(cell)))
+            elif index in literal_columns:
+                out.append(cell)
+            elif split and index in split:
+                token, hit_kind = split[index]
+                if counts is not None:
+                    counts.add(origin, hit_kind)
+                out.append(token)
             else:
                 out.append(mask_any(cell, vault, counts, origin, known))
         masked.append(out)
     return masked
+
+
+def _split_known_values(
+    row: list[Any], column_kinds: dict[int, str], literal_columns: frozenset[int] | set[int], known: KnownValues
+) -> dict[int, tuple[str, str]]:
+    """Cells of `row` holding a piece of a known value that spans several
+    cells (read in column order, as the model reads them): index -> (token,
+    kind). Cells masked by lineage or made of literals take no part."""
+    spans: list[tuple[int, int, int]] = []  # (cell index, start, end) in the joined text
+    parts: list[str] = []
+    position = 0
+    for index, cell in enumerate(row):
+        if index in column_kinds or index in literal_columns or isinstance(cell, bool):
+            continue
+        if isinstance(cell, str | int | float) and cell != "":
+            text = str(cell)
+            spans.append((index, position, position + len(text)))
+            parts.append(text)
+            position += len(text)
+    if len(spans) < 2:
+        return {}
+    found: dict[int, tuple[str, str]] = {}
+    for hit in known.hits("".join(parts)):
+        touched = [index for index, start, end in spans if start < hit.end and hit.start < end]
+        if len(touched) > 1:
+            for index in touched:
+                found[index] = (hit.token, hit.kind)
+    return found
 
 
 def tokens_in(text: str) -> list[tuple[str, int, int, int]]:

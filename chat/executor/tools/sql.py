@@ -33,7 +33,7 @@ from chat.executor.reasons import Phrase, Reason, Refused, ToolFailed
 from governance.models import DbConnection
 from governance.pii.free_text import unknown_types, with_free_text
 from governance.pii.known_values import EMPTY, KnownValues
-from governance.pii.lineage import classify_outputs, rows_read_pii
+from governance.pii.lineage import classify_outputs, rows_read_pii, token_kind
 from governance.pii.masking import MaskCounts, Vault, mask_rows, mask_with
 from governance.pii.reidentify import Reidentified, ReidentifyError, reidentify_sql
 from governance.models import ColumnClassification
@@ -174,14 +174,16 @@ class RunSql:
     def lineage(self, call: Call, output: Output) -> Lineage:
         access: DbAccess = call.target.resource
         executed: Reidentified = call.state["executed"]
-        kinds, origins = column_kinds(
+        kinds, origins, literal = column_kinds(
             access.connection,
             executed.sql,
             call.state["columns"],
             schema=call.state["schema"],
             tainted_literals=executed.substituted,
         )
-        return Lineage(key="rows", kinds=kinds, origins=origins, record=_stats_recorder(access.connection))
+        return Lineage(
+            key="rows", kinds=kinds, origins=origins, record=_stats_recorder(access.connection), literal=literal
+        )
 
 
 def _stats_recorder(connection: DbConnection):
@@ -315,30 +317,34 @@ def column_kinds(
     *,
     schema: dict[str, dict[str, str | None]],
     tainted_literals: dict[str, str] | None = None,
-) -> tuple[dict[int, str], dict[int, tuple[str, str]]]:
-    """Which output columns are masked whole, and where each came from.
-    Columns derived from personal data (lineage taint, including the
-    originals substituted into `sql`, the statement that ran) are masked
-    whole. Lineage failures mask more, never less."""
-    outputs = aligned_outputs(
-        classify_outputs(
-            sql,
-            connection.sql_dialect,
-            schema,
-            n_columns=len(columns),
-            tainted_literals=tainted_literals,
-        ),
-        columns,
+) -> tuple[dict[int, str], dict[int, tuple[str, str]], frozenset[int]]:
+    """Which output columns are masked whole, where each came from, and
+    which are only the model's own literals (returned as written: matching
+    them against the vault would confirm the model's guesses). Columns
+    derived from personal data (lineage taint, including the originals
+    substituted into `sql`, the statement that ran) are masked whole.
+    Lineage failures mask more, never less."""
+    predicted = classify_outputs(
+        sql,
+        connection.sql_dialect,
+        schema,
+        n_columns=len(columns),
+        tainted_literals=tainted_literals,
     )
+    outputs = aligned_outputs(predicted, columns)
     kinds = {o.index: o.pii_kind for o in outputs if o.pii_kind}
     if len(outputs) != len(columns):
         # No usable lineage at all: mask every column when the connection has
         # any personal-data column (when in doubt, mask).
-        doubt = next((kind for table in schema.values() for kind in table.values() if kind), None)
+        doubt = token_kind(next((kind for table in schema.values() for kind in table.values() if kind), None))
         if doubt:
             kinds = dict.fromkeys(range(len(columns)), doubt)
     origins = {o.index: o.sources[0] for o in outputs if o.sources}
-    return kinds, origins
+    # Literal columns only where lineage and the result agree column for column.
+    literal = frozenset(o.index for o in outputs if o.literal and o.index not in kinds)
+    if outputs is not predicted or len(outputs) != len(columns):
+        literal = frozenset()
+    return kinds, origins, literal
 
 
 def mask_sql_rows(
@@ -358,11 +364,13 @@ def mask_sql_rows(
     callers outside a tool call, e.g. bench/executor.py)."""
     if schema is None:
         schema = tainted_schema(connection, revision)
-    kinds, origins = column_kinds(connection, sql, columns, schema=schema, tainted_literals=tainted_literals)
+    kinds, origins, literal = column_kinds(connection, sql, columns, schema=schema, tainted_literals=tainted_literals)
     counts = MaskCounts()
     masked = mask_with(
         vault,
-        lambda v, c: mask_rows(rows, column_kinds=kinds, column_origins=origins, vault=v, counts=c, known=known),
+        lambda v, c: mask_rows(
+            rows, column_kinds=kinds, column_origins=origins, vault=v, counts=c, known=known, literal_columns=literal
+        ),
         counts,
     )
     if counts:
