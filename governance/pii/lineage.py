@@ -40,11 +40,26 @@ personal-data value in any way:
   ``current_setting()``, which the same statement can set from a column):
   tainted with the connection's most severe kind when the connection has
   any personal-data column (when in doubt, mask);
+* a FREE-TEXT column (schema value :data:`FREE_TEXT`: an unclassified
+  column that can hold text, see governance.pii.free_text) is a
+  personal-data source like a classified one, through every rule here -
+  except that an output passing it on unchanged (a bare column, through
+  derived tables, CTEs and set operations that select it as is) is read as
+  itself and left to the value detectors. Any function, operator, cast or
+  aggregate over it (``memo::bytea``, ``to_tsvector(memo)``, ``substr(memo,
+  g, 1)``, ``string_agg(...)``) masks the output whole, labelled with the
+  doubt kind: nothing is enumerated, so no rewrite is missed;
 * a character-rewriting or encoding function (``translate``, ``replace``,
   ``reverse``, ``encode``, ``hex``, ...; :data:`_TRANSFORMING_FUNCTIONS`)
   applied to ANY column, classified or not: the value detectors that run
   over free text afterwards cannot recognise a rewritten phone number, so
   the output is masked in doubt.
+
+An output made only of the model's own literals (no column, row, nested
+query, unknown function, variable, or re-identified literal anywhere in the
+statement; :attr:`OutputColumn.literal`) says nothing the model did not
+write: the caller returns it as written, never matched against the vault
+(matching would confirm which of the model's guesses are real values).
 
 The ONLY exemption is a count, and only of a plain shape: ``COUNT(*)``,
 ``COUNT(x)`` or ``COUNT(DISTINCT x[, y])`` where every ``x`` is a BARE
@@ -173,11 +188,10 @@ grouping by a bare personal-data column reveals the order / grouping of the
 values (and, like ``count(DISTINCT name)``, ``SELECT DISTINCT name`` the
 number of distinct values); the row-count rule answers for the whole result
 only: the caller must still act on it (hide the count, refuse the result);
-and free-text
-(unclassified) columns are protected by the value detectors only, so a
-comparison or position over them (``strpos(memo, '010-1')``) or cutting
-them into short pieces (``substr(memo, g, 1)`` per row) is not masked - only
-the rewriting functions above are.
+a free-text column read as itself is protected by the value detectors only;
+a cell masked whole gets the token of its own value, so many pieces of one
+value cut one per row (``substr(memo, g, 1)``) each show a token, and equal
+pieces equal tokens.
 
 Identifiers are compared case-insensitively, quoted or not: treating
 ``"Phone"`` as ``phone`` can only mask more.
