@@ -10,14 +10,17 @@ to a detector, so lineage masks it whole (governance.pii.lineage.FREE_TEXT).
 Which columns: every unclassified column whose type can hold text or bytes
 (character, text, CLOB, JSON, XML, binary types), and every column whose type
 is unknown (SQLite declares none; a classification stored without a type):
-when in doubt, taint. Numbers, dates, booleans and the like carry no text.
+when in doubt, taint. Numbers, dates, booleans and the like carry no text;
+nor does a text column the schema analysis found to hold only single short
+words with no personal data in them (codes, statuses, dates stored as text:
+`strftime('%Y-%m', ordered_on)` stays readable), the `structured` columns.
 
 Pure module: no Django.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 
 from governance.pii.lineage import FREE_TEXT
 
@@ -43,16 +46,25 @@ def holds_text(data_type: str | None) -> bool:
 
 
 def with_free_text(
-    schema: Mapping[str, Mapping[str, str | None]], types: Mapping[tuple[str, str], str | None]
+    schema: Mapping[str, Mapping[str, str | None]],
+    types: Mapping[tuple[str, str], str | None],
+    structured: Collection[tuple[str, str]] = frozenset(),
 ) -> dict[str, dict[str, str | None]]:
     """`schema` (table -> column -> kind or None) with every unclassified
     column that may hold text marked FREE_TEXT. `types`: (table, column) ->
     data type, both lowercased as in the schema; a column missing from it has
-    an unknown type (marked). A new dict: the schema given is shared."""
+    an unknown type (marked). `structured`: columns the analysis found to
+    hold no free text (not marked). A new dict: the schema given is shared."""
     marked: dict[str, dict[str, str | None]] = {}
     for table, columns in schema.items():
         marked[table] = {
-            column: kind if kind else (FREE_TEXT if holds_text(types.get((table, column))) else None)
+            column: kind
+            if kind
+            else (
+                FREE_TEXT
+                if (table, column) not in structured and holds_text(types.get((table, column)))
+                else None
+            )
             for column, kind in columns.items()
         }
     return marked

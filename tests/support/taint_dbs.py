@@ -18,6 +18,7 @@ TABLES = [
     "CREATE TABLE people (id INTEGER PRIMARY KEY, name TEXT, phone TEXT)",
     "CREATE TABLE memos (id INTEGER PRIMARY KEY, memo TEXT)",
     "CREATE TABLE parts (id INTEGER PRIMARY KEY, a TEXT, b TEXT)",
+    "CREATE TABLE sales (id INTEGER PRIMARY KEY, ordered_on TEXT, status TEXT, amount INTEGER)",
 ]
 ROWS = [
     "INSERT INTO people VALUES (1, '김민준', '010-2718-2818'), (2, '이서연', '010-1618-0339')",
@@ -30,6 +31,9 @@ ROWS = [
     # and a zero-width space inside, one in decomposed Hangul (NFD).
     "INSERT INTO parts VALUES (1, '010-2718', '-2818'), (2, '김', '민준'),"
     " (3, '담당 김 민준 님', 'x'), (4, '담당 김\u200b민준', 'y'), (5, '담당 \u1100\u1175\u11b7\u1106\u1175\u11ab\u110c\u116e\u11ab', 'z')",
+    # Dates and statuses stored as text: codes, not free text (once the analysis has seen them).
+    "INSERT INTO sales VALUES (1, '2025-10-03 09:15:00', 'paid', 100), (2, '2025-10-20 18:00:05', 'paid', 250),"
+    " (3, '2025-11-02 11:11:11', 'refunded', 40)",
 ]
 # What the memos hold, as digits (or the e-mail folded): no output may contain these.
 MEMO_VALUES = ("01031415926", "110234567890", "4111111111111111", "9001011234568", "honggildongexampleorg")
@@ -37,6 +41,7 @@ SCHEMA = {
     "people": {"id": None, "name": "name", "phone": "phone"},
     "memos": {"id": None, "memo": None},
     "parts": {"id": None, "a": None, "b": None},
+    "sales": {"id": None, "ordered_on": None, "status": None, "amount": None},
 }
 
 

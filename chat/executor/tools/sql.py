@@ -37,7 +37,7 @@ from governance.pii.lineage import classify_outputs, rows_read_pii, token_kind
 from governance.pii.masking import MaskCounts, Vault, mask_rows, mask_with
 from governance.pii.reidentify import Reidentified, ReidentifyError, reidentify_sql
 from governance.models import ColumnClassification
-from governance.schema_analysis import connection_columns, mask_stats_record
+from governance.schema_analysis import REASONS, connection_columns, mask_stats_record
 from governance.services import GovernanceError, db_connection_dsn
 from governance.sql.dialects import configured_schemas
 from governance.sql.execute import QueryError, account_risks, execute_readonly, schema_words, statement_words
@@ -284,10 +284,14 @@ def tainted_schema(connection: DbConnection, revision: str | None, *, catalog: b
     # In introspection order (rows are created in the table's column order),
     # which is the order `SELECT *` returns them in.
     rows = ColumnClassification.objects.filter(connection=connection).order_by("pk")
-    for table, column, kind, data_type in rows.values_list("table_name", "column_name", "pii_kind", "data_type"):
+    structured: set[tuple[str, str]] = set()
+    fields = ("table_name", "column_name", "pii_kind", "data_type", "reason")
+    for table, column, kind, data_type, reason in rows.values_list(*fields):
         schema.setdefault(table, {})[column] = kind or None
         if data_type:
             types[(table, column)] = data_type
+        if reason == REASONS["structured"]:
+            structured.add((table, column))
     complete = not unknown_types(schema, types)
     if catalog and not complete:
         try:
@@ -296,7 +300,7 @@ def tainted_schema(connection: DbConnection, revision: str | None, *, catalog: b
             logger.warning("column types could not be read; unknown types count as free text", exc_info=True)
         else:
             types, complete = {**read, **types}, True
-    marked = with_free_text(schema, types)
+    marked = with_free_text(schema, types, structured)
     if key and complete:
         if len(_SCHEMA_CACHE) >= _SCHEMA_CACHE_MAX:
             _SCHEMA_CACHE.clear()
