@@ -123,3 +123,31 @@ def test_marking_free_text_keeps_classified_and_structured_columns():
     assert marked == {"t": {"id": None, "memo": FREE_TEXT, "code": None, "phone": "phone", "raw": FREE_TEXT}}
     assert schema["t"]["memo"] is None  # the shared schema is not changed
     assert unknown_types(schema, types) and not unknown_types(schema, {**types, ("t", "raw"): "blob"})
+
+
+# The executor may bind every function of a PostgreSQL statement to pg_catalog:
+# lineage reads the catalog's own functions as the ones it knows.
+CATALOG_BOUND = [
+    ("SELECT pg_catalog.count(*) FROM customers", [None]),
+    ("SELECT pg_catalog.count(DISTINCT name) FROM customers", [None]),
+    ("SELECT pg_catalog.count(*) FILTER (WHERE pg_catalog.length(name) > 2) FROM customers", [None]),
+    ("SELECT pg_catalog.count(*) OVER () FROM customers", [None]),
+    ("SELECT pg_catalog.upper(memo) FROM memos", [DOUBT]),
+    ("SELECT pg_catalog.lower(pg_catalog.upper(name)) FROM customers", ["name"]),
+    ("SELECT pg_catalog.count(pg_catalog.ascii(name)) FROM customers", ["name"]),
+    ("SELECT pg_catalog.string_agg(memo, ',') WITHIN GROUP (ORDER BY memo) FROM memos", [DOUBT]),
+    ("SELECT memo OPERATOR(pg_catalog.||) 'x' FROM memos", [DOUBT]),
+    ("SELECT public.count(name) FROM customers", ["name"]),  # not the catalog's count: traced
+    ("SELECT myschema.count(*) FROM customers", [DOUBT]),  # an unknown function under a dot: in doubt
+]
+
+
+@pytest.mark.parametrize("sql, kinds", CATALOG_BOUND)
+def test_catalog_bound_functions(sql, kinds):
+    outputs = classify_outputs(sql, "postgres", SCHEMA, len(kinds))
+    assert [o.pii_kind for o in outputs] == kinds, [(o.pii_kind, o.reason) for o in outputs]
+
+
+def test_catalog_bound_literals_are_still_literals():
+    outputs = classify_outputs("SELECT pg_catalog.upper('김민준'), myschema.f('x')", "postgres", SCHEMA, 2)
+    assert [o.literal for o in outputs] == [True, False]

@@ -825,6 +825,41 @@ def _unwrap(node: exp.Expr) -> exp.Expr:
     return node
 
 
+def _catalog_unqualified(root: exp.Expr, dialect: str) -> exp.Expr:
+    """`pg_catalog.count(*)` read as `count(*)`: the executor may bind every
+    function of a PostgreSQL statement to the catalog, and sqlglot reads a
+    schema-qualified call as an unknown function under a dot; the catalog's
+    own function is the one lineage knows (counts stay exempt). Deepest
+    first, so a qualified call inside another is unqualified before its
+    caller is read again; a call that does not read back stays as it is
+    (an unknown function: masks more)."""
+    if dialect not in ("postgres", "postgresql"):
+        return root
+    # sqlglot reads `pg_catalog.f(...)` as Dot(pg_catalog, f(...)), and
+    # `pg_catalog.f(...) FILTER / WITHIN GROUP (...)` as a Column of table
+    # pg_catalog whose "name" is the whole call.
+    for node in reversed(list(root.walk())):
+        if isinstance(node, exp.Dot):
+            qualifier, call = node.this, node.expression
+            qualified = isinstance(qualifier, exp.Identifier) and type(call) is exp.Anonymous
+        elif type(node) is exp.Column:
+            qualifier, call = node.args.get("table"), node.this
+            qualified = isinstance(qualifier, exp.Identifier) and isinstance(call, exp.Expr)
+            qualified = qualified and not isinstance(call, (exp.Identifier, exp.Star))
+        else:
+            continue
+        if not qualified or qualifier.name.lower() != "pg_catalog" or node.args.get("db") or node.args.get("catalog"):
+            continue
+        try:
+            plain = exp.maybe_parse(call.sql(dialect=dialect), dialect=dialect)
+        except Exception:
+            continue
+        if node is root:
+            return plain
+        node.replace(plain)
+    return root
+
+
 def _leftmost_select(node: exp.Expr) -> exp.Expr:
     """The branch that names a set operation's outputs."""
     node = _unwrap(node)
@@ -1429,7 +1464,7 @@ class _Classifier:
             # The guard only lets single statements run; whichever one produced
             # the result, its lineage is not known here.
             return None, f"expected one statement, got {len(statements)}"
-        return _unwrap(statements[0]), ""
+        return _unwrap(_catalog_unqualified(statements[0], self.dialect)), ""
 
     def _referenced_tables(self, root: exp.Expr) -> tuple[set[str], list[tuple[exp.Table, tuple[str, ...]]]]:
         """(schema keys of every table the query may read, the table nodes to
