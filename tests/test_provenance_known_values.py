@@ -88,6 +88,17 @@ def test_literal_columns_come_back_as_written_even_when_known():
     assert _masked([[NAME]]) == [["[이름-1]"]]
 
 
+def test_own_literals_stay_next_to_data_and_the_rest_is_masked():
+    own = frozenset({normalised(NAME), normalised(PHONE)})
+    rows = [[f"{NAME} minjun.kim@example.com", f"{PHONE} 010-9999-8888", f"{NAME}"]]
+    masked = mask_rows(
+        rows, column_kinds={}, column_origins={}, vault=InMemoryVault(), known=KNOWN, own_columns={0, 1}, own_values=own
+    )[0]
+    assert masked[0] == f"{NAME} [이메일-1]"
+    assert masked[1].startswith(PHONE + " [전화번호-") and "9999" not in masked[1]
+    assert masked[2] == "[이름-1]"  # not an own column: the known value is masked
+
+
 SCHEMA = {"people": {"id": None, "name": "name"}, "memos": {"id": None, "memo": FREE_TEXT}}
 
 

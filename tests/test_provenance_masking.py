@@ -93,6 +93,27 @@ def test_a_guess_filtered_by_the_data_is_still_only_the_guess(governed):
     assert payload["rows"] == [[NAME]]
 
 
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "SELECT CASE WHEN id = 1 THEN '김민준' ELSE '홍길동' END AS g FROM people ORDER BY id",
+        "SELECT CASE WHEN id > 0 THEN '010-2718-2818' END AS g FROM people ORDER BY id",
+        "SELECT coalesce(NULL, '김민준') AS g, id FROM people ORDER BY id",
+    ],
+)
+def test_guesses_next_to_non_personal_data_come_back_as_written(governed, sql):
+    payload, outcome = governed.run(sql)
+    assert outcome == "success", payload
+    written = {"김민준", "홍길동", PHONE}
+    assert {row[0] for row in payload["rows"]} <= written and not TOKEN_PATTERN.search(_text(payload)), payload
+
+
+def test_a_guess_next_to_personal_data_is_masked_with_it(governed):
+    payload, outcome = governed.run("SELECT CASE WHEN name = '김민준' THEN '김민준' END AS g FROM people WHERE id = 1")
+    assert outcome == "success", payload
+    assert TOKEN_PATTERN.fullmatch(payload["rows"][0][0]), payload  # it reads the name: masked whole
+
+
 # --- re-identified literals are always masked ------------------------------------------
 
 

@@ -64,6 +64,8 @@ def _masked(call: Call, payload: dict[str, Any], lineage: Lineage | None) -> dic
                     counts=counts,
                     known=known,
                     literal_columns=lineage.literal,
+                    own_columns=lineage.own_columns,
+                    own_values=lineage.own_values,
                 )
             else:
                 out[key] = mask_any(value, vault, None, known=known)

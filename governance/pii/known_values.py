@@ -150,14 +150,29 @@ class KnownValues:
     value then costs O(log n) rebuild work in total, and a search runs over
     O(log n) layers (a handful even at 100,000 values)."""
 
-    __slots__ = ("_layers", "size")
+    __slots__ = ("_excluded", "_layers", "size")
 
-    def __init__(self, entries: Iterable[tuple[str, str, str]] = (), *, _layers: tuple[_Layer, ...] | None = None):
+    def __init__(
+        self,
+        entries: Iterable[tuple[str, str, str]] = (),
+        *,
+        _layers: tuple[_Layer, ...] | None = None,
+        _excluded: frozenset[str] = frozenset(),
+    ):
         if _layers is None:
             by_pattern = _patterns(entries)
             _layers = (_Layer(by_pattern),) if by_pattern else ()
         self._layers = _layers
+        self._excluded = _excluded
         self.size = sum(len(layer.patterns) for layer in _layers)
+
+    def excluding(self, values: Iterable[str]) -> KnownValues:
+        """The same matcher, except that it leaves `values` (in any spelling)
+        where they are: the model's own literals, echoed back next to data."""
+        excluded = frozenset(n for v in values if isinstance(v, str) and len(n := normalised(v)) >= MIN_VALUE_CHARS)
+        if not excluded or not self._layers:
+            return self
+        return KnownValues(_layers=self._layers, _excluded=self._excluded | excluded)
 
     def __bool__(self) -> bool:
         return bool(self._layers)
@@ -174,7 +189,7 @@ class KnownValues:
             merged = dict(zip(older.patterns, older.entries, strict=True))
             merged.update(zip(newer.patterns, newer.entries, strict=True))
             layers.append(_Layer(merged))
-        return KnownValues(_layers=tuple(layers))
+        return KnownValues(_layers=tuple(layers), _excluded=self._excluded)
 
     def _matches(self, text: str) -> list[tuple[int, int, str, str]]:
         """(start, end, kind, token) in `text` as written, non-overlapping,
@@ -189,7 +204,12 @@ class KnownValues:
         folded, starts, ends = normalised_with_offsets(text)
         if len(folded) < MIN_VALUE_CHARS:
             return []
-        return [(starts[start], ends[end - 1], kind, token) for start, end, kind, token in self._folded(folded)]
+        excluded = self._excluded
+        return [
+            (starts[start], ends[end - 1], kind, token)
+            for start, end, kind, token in self._folded(folded)
+            if not excluded or folded[start:end] not in excluded
+        ]
 
     def _folded(self, lowered: str) -> list[tuple[int, int, str, str]]:
         if len(self._layers) == 1:

@@ -34,7 +34,7 @@ from governance.models import DbConnection
 from governance.pii.free_text import unknown_types, with_free_text
 from governance.pii.known_values import EMPTY, KnownValues
 from governance.pii.lineage import classify_outputs, rows_read_pii, token_kind
-from governance.pii.masking import MaskCounts, Vault, mask_rows, mask_with
+from governance.pii.masking import TOKEN_PATTERN, MaskCounts, Vault, mask_rows, mask_with
 from governance.pii.reidentify import Reidentified, ReidentifyError, reidentify_sql
 from governance.models import ColumnClassification
 from governance.schema_analysis import REASONS, connection_columns, mask_stats_record
@@ -174,7 +174,7 @@ class RunSql:
     def lineage(self, call: Call, output: Output) -> Lineage:
         access: DbAccess = call.target.resource
         executed: Reidentified = call.state["executed"]
-        kinds, origins, literal = column_kinds(
+        kinds, origins, literal, own = column_kinds(
             access.connection,
             executed.sql,
             call.state["columns"],
@@ -182,7 +182,13 @@ class RunSql:
             tainted_literals=executed.substituted,
         )
         return Lineage(
-            key="rows", kinds=kinds, origins=origins, record=_stats_recorder(access.connection), literal=literal
+            key="rows",
+            kinds=kinds,
+            origins=origins,
+            record=_stats_recorder(access.connection),
+            literal=literal,
+            own_columns=own,
+            own_values=own_literals(call.statement, access.connection.sql_dialect) if own else frozenset(),
         )
 
 
@@ -321,10 +327,12 @@ def column_kinds(
     *,
     schema: dict[str, dict[str, str | None]],
     tainted_literals: dict[str, str] | None = None,
-) -> tuple[dict[int, str], dict[int, tuple[str, str]], frozenset[int]]:
-    """Which output columns are masked whole, where each came from, and
-    which are only the model's own literals (returned as written: matching
-    them against the vault would confirm the model's guesses). Columns
+) -> tuple[dict[int, str], dict[int, tuple[str, str]], frozenset[int], frozenset[int]]:
+    """Which output columns are masked whole, where each came from, which
+    are only the model's own literals (returned as written: matching them
+    against the vault would confirm the model's guesses), and which mix
+    literals with data that is neither personal nor free text (there the
+    model's own literals are left as written). Columns
     derived from personal data (lineage taint, including the originals
     substituted into `sql`, the statement that ran) are masked whole.
     Lineage failures mask more, never less."""
@@ -346,9 +354,36 @@ def column_kinds(
     origins = {o.index: o.sources[0] for o in outputs if o.sources}
     # Literal columns only where lineage and the result agree column for column.
     literal = frozenset(o.index for o in outputs if o.literal and o.index not in kinds)
+    own = frozenset(
+        o.index
+        for o in outputs
+        if o.index not in kinds
+        and o.index not in literal
+        and not any(schema.get(table, {}).get(column) for table, column in o.sources)
+    )
     if outputs is not predicted or len(outputs) != len(columns):
-        literal = frozenset()
-    return kinds, origins, literal
+        literal = own = frozenset()
+    return kinds, origins, literal, own
+
+
+_LITERAL_TOKENS = ("STRING", "NATIONAL_STRING", "RAW_STRING", "HEREDOC_STRING")
+
+
+def own_literals(sql: str, dialect: str) -> frozenset[str]:
+    """The string literals the model wrote in `sql` (its text, before any
+    token is re-identified), normalised as known values are matched."""
+    from sqlglot.dialects.dialect import Dialect
+    from sqlglot.tokens import TokenType
+
+    from governance.pii.known_values import MIN_VALUE_CHARS, normalised
+
+    types = {getattr(TokenType, name) for name in _LITERAL_TOKENS if hasattr(TokenType, name)}
+    try:
+        tokens = Dialect.get_or_raise(dialect).tokenize(sql)
+    except Exception:
+        return frozenset()  # nothing is left unmasked
+    values = (normalised(t.text) for t in tokens if t.token_type in types and not TOKEN_PATTERN.search(t.text))
+    return frozenset(v for v in values if len(v) >= MIN_VALUE_CHARS)
 
 
 def mask_sql_rows(
@@ -368,7 +403,9 @@ def mask_sql_rows(
     callers outside a tool call, e.g. bench/executor.py)."""
     if schema is None:
         schema = tainted_schema(connection, revision)
-    kinds, origins, literal = column_kinds(connection, sql, columns, schema=schema, tainted_literals=tainted_literals)
+    kinds, origins, literal, _own = column_kinds(
+        connection, sql, columns, schema=schema, tainted_literals=tainted_literals
+    )
     counts = MaskCounts()
     masked = mask_with(
         vault,
