@@ -19,7 +19,23 @@ KNOWN = KnownValues([(NAME, "name", "[이름-1]"), (PHONE, "phone", "[전화번�
 
 # Characters a value may be re-spelled with, inside it: spaces of every kind,
 # invisible and format characters, punctuation and dashes.
-INSERTED = [" ", "\u00a0", "\u3000", "\u200b", "\u200c", "\u200d", "\u2060", "\ufeff", "\u00ad", "-", ".", "·", "_", "/", "\t"]
+INSERTED = [
+    " ",
+    "\u00a0",
+    "\u3000",
+    "\u200b",
+    "\u200c",
+    "\u200d",
+    "\u2060",
+    "\ufeff",
+    "\u00ad",
+    "-",
+    ".",
+    "·",
+    "_",
+    "/",
+    "\t",
+]
 
 
 @settings(max_examples=300, deadline=None)
@@ -44,7 +60,13 @@ def test_a_respelled_known_value_is_replaced_and_the_rest_kept(value, inserts, f
 
 @pytest.mark.parametrize(
     "spelled",
-    ["０１０－２７１８－２８１８", "010 2718 2818", "010.2718.2818", "0102718 2818", "ＭＩＮＪＵＮ.ＫＩＭ@ＥＸＡＭＰＬＥ.ＣＯＭ"],
+    [
+        "０１０－２７１８－２８１８",
+        "010 2718 2818",
+        "010.2718.2818",
+        "0102718 2818",
+        "ＭＩＮＪＵＮ.ＫＩＭ@ＥＸＡＭＰＬＥ.ＣＯＭ",
+    ],
 )
 def test_full_width_and_other_separators_are_the_known_value(spelled):
     assert KNOWN.replace(f"x {spelled} y") in ("x [전화번호-1] y", "x [이메일-1] y")
@@ -63,7 +85,9 @@ def test_text_that_only_shares_letters_is_left_alone():
 
 
 def _masked(rows, literal=frozenset(), kinds=None):
-    return mask_rows(rows, column_kinds=kinds or {}, column_origins={}, vault=InMemoryVault(), known=KNOWN, literal_columns=literal)
+    return mask_rows(
+        rows, column_kinds=kinds or {}, column_origins={}, vault=InMemoryVault(), known=KNOWN, literal_columns=literal
+    )
 
 
 @pytest.mark.parametrize(
@@ -84,7 +108,9 @@ def test_split_values_skip_lineage_masked_and_literal_columns():
 
 
 def test_literal_columns_come_back_as_written_even_when_known():
-    assert _masked([[NAME, PHONE, f"{NAME} {PHONE}"]], literal=frozenset({0, 1, 2})) == [[NAME, PHONE, f"{NAME} {PHONE}"]]
+    assert _masked([[NAME, PHONE, f"{NAME} {PHONE}"]], literal=frozenset({0, 1, 2})) == [
+        [NAME, PHONE, f"{NAME} {PHONE}"]
+    ]
     assert _masked([[NAME]]) == [["[이름-1]"]]
 
 

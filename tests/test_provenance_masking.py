@@ -141,7 +141,9 @@ def test_a_re_identified_token_never_comes_back_as_its_original(governed, templa
 # --- normalised known values, and values split across cells -----------------------------
 
 
-@pytest.mark.parametrize("row_id, spelled", [(3, "김 민준"), (4, "김\u200b민준"), (5, unicodedata.normalize("NFD", NAME))])
+@pytest.mark.parametrize(
+    "row_id, spelled", [(3, "김 민준"), (4, "김\u200b민준"), (5, unicodedata.normalize("NFD", NAME))]
+)
 def test_a_known_value_respelled_in_free_text_is_masked(governed, row_id, spelled):
     payload, outcome = governed.run(f"SELECT a FROM parts WHERE id = {row_id}")
     assert outcome == "success", payload
@@ -177,16 +179,16 @@ def test_cells_that_only_look_alike_next_to_each_other_stay(governed):
         "SELECT CAST(name AS integer) FROM people p(김민준) WHERE id = 1",
     ],
 )
-def test_an_error_quoting_a_cell_equal_to_an_alias_keeps_nothing_of_it(pg_taint_db, django_user_model, sql):
-    governed = governed_connection(pg_taint_db, django_user_model, schema=SCHEMA)
+def test_an_error_quoting_a_cell_equal_to_an_alias_keeps_nothing_of_it(request, django_user_model, sql):
+    governed = governed_connection(request.getfixturevalue("pg_taint_db"), django_user_model, schema=SCHEMA)
     payload, outcome = governed.run(sql)
     assert outcome in ("failed", "denied"), payload
     assert NAME not in _text(payload) and OTHER_NAME not in _text(payload), payload
     assert NAME not in "".join(row.reason for row in governed.audit_rows())
 
 
-def test_an_error_keeps_the_schema_names_it_quotes(pg_taint_db, django_user_model):
-    governed = governed_connection(pg_taint_db, django_user_model, schema=SCHEMA)
+def test_an_error_keeps_the_schema_names_it_quotes(request, django_user_model):
+    governed = governed_connection(request.getfixturevalue("pg_taint_db"), django_user_model, schema=SCHEMA)
     payload, outcome = governed.run("SELECT phone FROM people WHERE memo = 1")
     assert outcome == "failed", payload
     assert '"memo"' in payload["error"], payload  # a column of the schema (another table's): kept

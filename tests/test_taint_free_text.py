@@ -53,8 +53,10 @@ def _attacks() -> list[Attack]:
         "SELECT to_tsvector('simple', memo)::text FROM memos",
         "SELECT to_tsvector('simple', memo)::text || '' FROM memos",
         "SELECT plainto_tsquery('simple', memo)::text FROM memos",
-        "SELECT to_char(regexp_replace(memo, '[^0-9]', '', 'g')::numeric, 'FM9999999999999999') FROM memos WHERE id < 5",
-        "SELECT to_char(substr(regexp_replace(memo, '[^0-9]', '', 'g'), 1, 9)::int, '999,999,999') FROM memos WHERE id < 5",
+        "SELECT to_char(regexp_replace(memo, '[^0-9]', '', 'g')::numeric, 'FM9999999999999999') FROM memos"
+        " WHERE id < 5",
+        "SELECT to_char(substr(regexp_replace(memo, '[^0-9]', '', 'g'), 1, 9)::int, '999,999,999') FROM memos"
+        " WHERE id < 5",
         "SELECT format('%s', memo) FROM memos",
         "SELECT substr(memo, 1, 12) || substr(memo, 13) FROM memos",
         "SELECT left(memo, 12) || right(memo, -12) FROM memos",
@@ -112,7 +114,8 @@ def _attacks() -> list[Attack]:
         "SELECT coalesce(memo, '') FROM memos",
         "SELECT t.x FROM (SELECT substr(memo, 3) AS x FROM memos) t",
         N60 + "SELECT m.id, n.g, substr(m.memo, n.g, 1) FROM memos m, n",
-        N60 + "SELECT group_concat(p, '') FROM (SELECT m.id AS i, substr(m.memo, n.g, 1) AS p FROM memos m, n ORDER BY n.g) GROUP BY i",
+        N60 + "SELECT group_concat(p, '') FROM"
+        " (SELECT m.id AS i, substr(m.memo, n.g, 1) AS p FROM memos m, n ORDER BY n.g) GROUP BY i",
         "SELECT quote(memo) FROM memos",
     ]
     # One piece per column of one row: every column a piece, every one masked.
@@ -140,7 +143,9 @@ def assert_no_memo_value(payload: dict) -> None:
     """No cell, row or column of the result holds a memo's value, by its
     digits or its folded letters (pieces put back together included)."""
     rows = payload.get("rows") or []
-    cells = [json.dumps(cell, ensure_ascii=False) if not isinstance(cell, str) else cell for row in rows for cell in row]
+    cells = [
+        json.dumps(cell, ensure_ascii=False) if not isinstance(cell, str) else cell for row in rows for cell in row
+    ]
     by_row = ["".join(map(str, row)) for row in rows]
     by_column = ["".join(str(row[i]) for row in rows if i < len(row)) for i in range(max(map(len, rows), default=0))]
     for text in [*cells, *by_row, *by_column, json.dumps(payload, ensure_ascii=False)]:
@@ -254,7 +259,11 @@ def test_analysed_codes_and_dates_stay_readable_through_functions(engine, reques
 def test_analysed_free_text_is_still_taint(engine, request, django_user_model):
     governed = _analysed(request, engine, django_user_model)
     for sql in ("SELECT lower(memo) FROM memos", "SELECT substr(memo, 1, 12) || substr(memo, 13) FROM memos"):
-        sql = sql.replace("substr(memo, 1, 12) || substr(memo, 13)", "concat(substr(memo, 1, 12), substr(memo, 13))") if engine == MY else sql
+        sql = (
+            sql.replace("substr(memo, 1, 12) || substr(memo, 13)", "concat(substr(memo, 1, 12), substr(memo, 13))")
+            if engine == MY
+            else sql
+        )
         payload, outcome = governed.run(sql)
         assert outcome == "success", payload
         assert all(TOKEN_PATTERN.fullmatch(row[0]) for row in payload["rows"]), payload

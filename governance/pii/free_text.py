@@ -27,7 +27,19 @@ from governance.pii.lineage import FREE_TEXT
 # Parts of a type name that can hold text or bytes, in any supported engine's
 # spelling ("character varying", "varchar(40)", "longtext", "nvarchar",
 # "mediumblob", "bytea", "varbinary", "jsonb", "tsvector", "citext", ...).
-_TEXT_TYPE_PARTS = ("char", "text", "clob", "string", "json", "xml", "blob", "bytea", "binary", "tsvector", "user-defined")
+_TEXT_TYPE_PARTS = (
+    "char",
+    "text",
+    "clob",
+    "string",
+    "json",
+    "xml",
+    "blob",
+    "bytea",
+    "binary",
+    "tsvector",
+    "user-defined",
+)
 # Types that hold no free text even where a part above matches ("character"
 # is in none of them).
 _NOT_TEXT_TYPES = frozenset({"enum", "set", "boolean", "bool", "bit", "uuid"})
@@ -60,19 +72,13 @@ def with_free_text(
         marked[table] = {
             column: kind
             if kind
-            else (
-                FREE_TEXT
-                if (table, column) not in structured and holds_text(types.get((table, column)))
-                else None
-            )
+            else (FREE_TEXT if (table, column) not in structured and holds_text(types.get((table, column))) else None)
             for column, kind in columns.items()
         }
     return marked
 
 
-def unknown_types(
-    schema: Mapping[str, Mapping[str, str | None]], types: Mapping[tuple[str, str], str | None]
-) -> bool:
+def unknown_types(schema: Mapping[str, Mapping[str, str | None]], types: Mapping[tuple[str, str], str | None]) -> bool:
     """Does any unclassified column of `schema` lack a stored type?"""
     return any(
         not kind and not (types.get((table, column)) or "").strip()

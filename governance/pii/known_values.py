@@ -35,11 +35,10 @@ Pure module: no Django.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from dataclasses import dataclass
-
 import re
 import unicodedata
+from collections.abc import Iterable
+from dataclasses import dataclass
 
 import ahocorasick_rs
 

@@ -484,7 +484,10 @@ def classify_outputs(
         outputs = _last_resort(schema, n_columns, f"internal error: {type(error).__name__}")
         literal = None
     if literal is not None and len(literal) == len(outputs):
-        outputs = [replace(o, literal=True) if flag and o.pii_kind is None else o for o, flag in zip(outputs, literal)]
+        outputs = [
+            replace(o, literal=True) if flag and o.pii_kind is None else o
+            for o, flag in zip(outputs, literal, strict=True)
+        ]
     return [_labelled(output) for output in outputs]
 
 
@@ -502,7 +505,7 @@ def _literal_items(query: exp.Expr) -> list[bool] | None:
         left, right = _literal_items(query.this), _literal_items(query.expression)
         if left is None or right is None or len(left) != len(right):
             return None
-        return [a and b for a, b in zip(left, right)]
+        return [a and b for a, b in zip(left, right, strict=True)]
     if isinstance(query, exp.Values):
         rows = [row.expressions if isinstance(row, exp.Tuple) else [row] for row in query.expressions]
         width = len(rows[0]) if rows else 0
@@ -1700,11 +1703,7 @@ class _Classifier:
             ]
             found = _merge(self._trace(cell, None, False) for cell in cells)
             output = self._output(index, f"column{index + 1}", found)
-            outputs.append(
-                output
-                if output.pii_kind
-                else OutputColumn(index, output.name, None, (), "literal")
-            )
+            outputs.append(output if output.pii_kind else OutputColumn(index, output.name, None, (), "literal"))
         return outputs
 
     @staticmethod

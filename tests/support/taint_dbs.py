@@ -30,7 +30,8 @@ ROWS = [
     # A known value split over the two columns of a row; one spelled with a space
     # and a zero-width space inside, one in decomposed Hangul (NFD).
     "INSERT INTO parts VALUES (1, '010-2718', '-2818'), (2, '김', '민준'),"
-    " (3, '담당 김 민준 님', 'x'), (4, '담당 김\u200b민준', 'y'), (5, '담당 \u1100\u1175\u11b7\u1106\u1175\u11ab\u110c\u116e\u11ab', 'z')",
+    " (3, '담당 김 민준 님', 'x'), (4, '담당 김\u200b민준', 'y'),"
+    " (5, '담당 \u1100\u1175\u11b7\u1106\u1175\u11ab\u110c\u116e\u11ab', 'z')",
     # Dates and statuses stored as text: codes, not free text (once the analysis has seen them).
     "INSERT INTO sales VALUES (1, '2025-10-03 09:15:00', 'paid', 100), (2, '2025-10-20 18:00:05', 'paid', 250),"
     " (3, '2025-11-02 11:11:11', 'refunded', 40)",

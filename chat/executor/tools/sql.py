@@ -30,13 +30,12 @@ from audit.models import ResourceKind
 from chat.executor.pipeline import Call, Lineage, Offer, Output, Target
 from chat.executor.policy import ALWAYS_ALLOW
 from chat.executor.reasons import Phrase, Reason, Refused, ToolFailed
-from governance.models import DbConnection
+from governance.models import ColumnClassification, DbConnection
 from governance.pii.free_text import unknown_types, with_free_text
 from governance.pii.known_values import EMPTY, KnownValues
 from governance.pii.lineage import classify_outputs, rows_read_pii, token_kind
 from governance.pii.masking import TOKEN_PATTERN, MaskCounts, Vault, mask_rows, mask_with
 from governance.pii.reidentify import Reidentified, ReidentifyError, reidentify_sql
-from governance.models import ColumnClassification
 from governance.schema_analysis import REASONS, connection_columns, mask_stats_record
 from governance.services import GovernanceError, db_connection_dsn
 from governance.sql.dialects import configured_schemas
