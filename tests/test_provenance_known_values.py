@@ -150,3 +150,19 @@ SCHEMA = {"people": {"id": None, "name": "name"}, "memos": {"id": None, "memo": 
 def test_which_outputs_are_only_the_models_literals(dialect, sql, literal):
     outputs = classify_outputs(sql, dialect, SCHEMA, len(literal), tainted_literals={"김철수": "name"})
     assert [o.literal for o in outputs] == literal, outputs
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ('{"a": "\\uace0\\uac1d \\uae40\\ubbfc\\uc900 \\ub2d8"}', '{"a": "\\uace0\\uac1d [이름-1] \\ub2d8"}'),
+        ('"\\ud83d\\ude00\\uae40\\ubbfc\\uc900"', '"\\ud83d\\ude00[이름-1]"'),
+        ("https://x.example/q?n=%EA%B9%80%EB%AF%BC%EC%A4%80&x=1", "https://x.example/q?n=[이름-1]&x=1"),
+        ("mailto:minjun.kim%40example.com", "mailto:[이메일-1]"),
+        ("tel%3A010-2718-2818", "tel%3A[전화번호-1]"),
+        ("50% off, %ZZ and %E1%84 stay", "50% off, %ZZ and %E1%84 stay"),
+    ],
+)
+def test_escaped_and_percent_encoded_known_values_are_replaced(text, expected):
+    # What json.dumps (ensure_ascii) and URL encoding make of a vault value.
+    assert KNOWN.replace(text) == expected

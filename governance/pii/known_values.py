@@ -47,6 +47,10 @@ MIN_VALUE_CHARS = 2
 # Runs of letters and digits; everything between them is dropped by the
 # normalisation (an underscore counts as punctuation).
 _KEPT_RUN = re.compile(r"[^\W_]+")
+# Runs of JSON / JavaScript escapes (`json.dumps` writes "\uae40\ubbfc\uc900"
+# for 김민준) or of percent-encoded UTF-8 (a name in a URL): read decoded.
+_ENCODED_RUN = re.compile(r"(?:\\u[0-9a-fA-F]{4})+|(?:%[0-9a-fA-F]{2})+")
+_RUN = re.compile(_ENCODED_RUN.pattern + r"|[^\W_]+")
 # What the normalisation drops from text NFKC leaves alone.
 _DROPPED = re.compile(r"[\W_]+")
 # A run that NFKC leaves alone needs no per-character offset map.
@@ -66,14 +70,59 @@ def _clusters(run: str):
         start = position
 
 
+def _decoded(run: str) -> list[tuple[str, int, int]] | None:
+    """(character, start, end) of an escaped or percent-encoded run, offsets
+    within the run; None when it does not decode (then read as written)."""
+    out: list[tuple[str, int, int]] = []
+    if run.startswith("\\"):
+        codes = [int(run[i + 2 : i + 6], 16) for i in range(0, len(run), 6)]
+        i = 0
+        while i < len(codes):
+            code, width = codes[i], 1
+            if 0xD800 <= code < 0xDC00 and i + 1 < len(codes) and 0xDC00 <= codes[i + 1] < 0xE000:
+                code, width = 0x10000 + ((code - 0xD800) << 10) + (codes[i + 1] - 0xDC00), 2
+            out.append((chr(code), i * 6, (i + width) * 6))
+            i += width
+        return out
+    data = bytes(int(run[i + 1 : i + 3], 16) for i in range(0, len(run), 3))
+    position = 0
+    while position < len(data):
+        for width in (1, 2, 3, 4):
+            try:
+                char = data[position : position + width].decode("utf-8")
+            except UnicodeDecodeError:
+                continue
+            out.append((char, position * 3, (position + width) * 3))
+            position += width
+            break
+        else:
+            return None
+    return out
+
+
 def normalised_with_offsets(text: str) -> tuple[str, list[int], list[int]]:
     """`text` normalised for matching, with for each of its characters the
     start and end offset in `text` of what it came from."""
     pieces: list[str] = []
     starts: list[int] = []
     ends: list[int] = []
-    for match in _KEPT_RUN.finditer(text):
+    encoded = "\\u" in text or "%" in text
+    for match in (_RUN if encoded else _KEPT_RUN).finditer(text):
         run, base = match.group(0), match.start()
+        if encoded and run[0] in "\\%":
+            decoded = _decoded(run)
+            if decoded is not None:
+                for char, start, end in decoded:
+                    folded = "".join(_KEPT_RUN.findall(_lower_same_length(unicodedata.normalize("NFKC", char))))
+                    pieces.append(folded)
+                    starts.extend([base + start] * len(folded))
+                    ends.extend([base + end] * len(folded))
+                continue
+            run_match = _KEPT_RUN.search(run)  # undecodable: its letters and digits as written
+            if run_match is None:
+                continue
+            base += run_match.start()
+            run = run_match.group(0)
         lowered = _lower_same_length(run)
         if _PLAIN_RUN.fullmatch(lowered):
             pieces.append(lowered)
@@ -194,7 +243,7 @@ class KnownValues:
         """(start, end, kind, token) in `text` as written, non-overlapping,
         left to right; across layers the leftmost, then the longest, match
         wins."""
-        if unicodedata.is_normalized("NFKC", text):
+        if unicodedata.is_normalized("NFKC", text) and "\\u" not in text and "%" not in text:
             # The usual case, and mostly without a match: the folded text
             # without building the offset map first (C speed).
             folded = _DROPPED.sub("", _lower_same_length(text))

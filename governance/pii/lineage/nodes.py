@@ -36,7 +36,16 @@ class _Unresolved(Exception):
     """Lineage cannot be decided positively; the message says why (short)."""
 
 
-_NOT_LITERAL = (exp.Column, exp.TableColumn, exp.Star, exp.Query, exp.Anonymous, exp.Parameter, exp.Placeholder)
+_NOT_LITERAL = (
+    exp.Column,
+    exp.TableColumn,
+    exp.Star,
+    exp.Query,
+    exp.Anonymous,
+    exp.Parameter,
+    exp.Placeholder,
+    exp.SessionParameter,
+)
 
 
 def _literal_items(query: exp.Expr) -> list[bool] | None:
