@@ -139,6 +139,8 @@ REASONS = {
     "values": gettext_noop("%(share)s of sampled values are %(kind)s"),
     "name": gettext_noop("column name suggests %(kind)s"),
     "none": gettext_noop("no personal data found in name or sampled values"),
+    # Not free text (governance.pii.free_text): functions over it stay readable.
+    "structured": gettext_noop("no personal data found; sampled values are single short words (codes, dates)"),
     "set": gettext_noop("set by an admin"),
     "confirmed": gettext_noop("confirmed by an admin"),
 }
@@ -171,7 +173,30 @@ def classify_column(column: str, samples: list[str]) -> ColumnVerdict:
         return ColumnVerdict(by_values, round(confidence, 2), reason)
     if by_name:
         return ColumnVerdict(by_name, 0.6, REASONS["name"] % {"kind": by_name})
-    return ColumnVerdict("", round(1.0 - share, 2), REASONS["none"])
+    structured = _structured(samples)
+    return ColumnVerdict("", round(1.0 - share, 2), REASONS["structured" if structured else "none"])
+
+
+# Longest sampled value of a column that is not free text.
+STRUCTURED_MAX_CHARS = 32
+
+
+# A date, a time or both: digits and their separators only.
+_DATE_TIME = re.compile(r"[\d :./+\-TZ]+")
+
+
+def _structured(samples: list[str]) -> bool:
+    """Do the sampled values look like codes, dates or single words (short,
+    no whitespace unless a date and time, no detector hit inside)?
+    Otherwise the column is free text: lineage masks anything computed from
+    it."""
+    values = [v for v in samples if v]
+    return bool(values) and all(
+        len(v) <= STRUCTURED_MAX_CHARS
+        and (not any(c.isspace() for c in v) or _DATE_TIME.fullmatch(v))
+        and not detect(v)
+        for v in values
+    )
 
 
 # --- introspection ------------------------------------------------------------------
@@ -440,7 +465,10 @@ def _decide(classifications, *, request, kind) -> int:
         row.pii_kind = after
         row.source = ClassificationSource.MANUAL
         row.state = ClassificationState.CONFIRMED
-        row.reason = REASONS["set"] if after != before_kind else REASONS["confirmed"]
+        if after != before_kind:
+            row.reason = REASONS["set"]
+        elif row.reason != REASONS["structured"]:  # kept: it says the column is not free text
+            row.reason = REASONS["confirmed"]
         row.classified_by_id = user.pk if signed else None
         row.classified_by_username = user.get_username() if signed else ""
         row.save()

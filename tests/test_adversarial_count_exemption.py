@@ -1,5 +1,5 @@
 """Found by adversarial review: the COUNT exemption of the lineage taint
-(governance/pii/lineage.py, _Classifier._trace / _count_multiplied) lets a
+(governance/pii/lineage/, _Classifier._trace / _count_multiplied) lets a
 count return a personal value, one character code per query.
 
 Class: LINEAGE / COUNT EXEMPTION. A count is exempt "because it returns a

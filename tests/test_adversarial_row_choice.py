@@ -1,5 +1,5 @@
 """Found by adversarial review: the ROW-CHOICE exemption of the lineage taint
-(governance/pii/lineage.py, _Classifier._lineage with full=False and
+(governance/pii/lineage/, _Classifier._lineage with full=False and
 _Classifier._derived_column) lets a plain number column return a personal
 value.
 

@@ -10,6 +10,8 @@ import pytest
 from governance.pii import lineage as sql_lineage
 from governance.pii.detectors import PiiKind
 from governance.pii.lineage import OutputColumn, classify_outputs
+from governance.pii.lineage import classifier as lineage_classifier
+from governance.pii.lineage import outputs as lineage_outputs
 
 SCHEMA: dict[str, dict[str, str | None]] = {
     "customers": {"id": None, "name": "name", "phone": "phone", "email": "email", "city": None, "grade": None},
@@ -327,11 +329,11 @@ def _raise(*args, **kwargs):
 
 
 def test_exception_inside_lineage_falls_back(monkeypatch) -> None:
-    monkeypatch.setattr(sql_lineage, "qualify", _raise)
+    monkeypatch.setattr(lineage_outputs, "qualify", _raise)
     outputs = classify_outputs("SELECT name, city, phone FROM customers", PG, SCHEMA, n_columns=3)
     assert _masked(outputs) == {0: "name", 2: "phone"}
     assert "RuntimeError" in outputs[1].reason
-    monkeypatch.setattr(sql_lineage, "traverse_scope", _raise)
+    monkeypatch.setattr(lineage_outputs, "traverse_scope", _raise)
     outputs = classify_outputs("WITH x AS (SELECT name AS n FROM customers) SELECT n FROM x", PG, SCHEMA, 1)
     assert _masked(outputs) == {0: CUSTOMERS_DOUBT}
 
@@ -421,7 +423,7 @@ def test_shortcut_agrees_with_the_full_walk_on_every_case(monkeypatch) -> None:
         outputs = classify_outputs(sql, dialect, SCHEMA, n_columns=n_columns)
         took_shortcut += any(o.reason == SHORTCUT_REASON for o in outputs)
         with monkeypatch.context() as patched:
-            patched.setattr(sql_lineage, "_may_reach_pii", lambda root, names: True)
+            patched.setattr(lineage_classifier, "_may_reach_pii", lambda root, names: True)
             walked = classify_outputs(sql, dialect, SCHEMA, n_columns=n_columns)
         assert _masked(outputs) == _masked(walked) == expected, sql
     assert took_shortcut >= 5  # the comparison is not vacuous

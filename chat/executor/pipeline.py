@@ -136,6 +136,9 @@ class Lineage:
     kinds: dict[int, str]
     origins: dict[int, tuple[str, str]]
     record: Any = None  # Callable[[MaskCounts], None] | None
+    literal: frozenset[int] = frozenset()  # columns of only the model's own literals: returned as written
+    own_columns: frozenset[int] = frozenset()  # literals next to non-personal data: the literals stay as written
+    own_values: frozenset[str] = frozenset()  # the model's own literals, normalised
 
 
 class Tool(Protocol):

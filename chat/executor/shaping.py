@@ -61,6 +61,9 @@ def _masked(call: Call, payload: dict[str, Any], lineage: Lineage | None) -> dic
                     vault=vault,
                     counts=counts,
                     known=known,
+                    literal_columns=lineage.literal,
+                    own_columns=lineage.own_columns,
+                    own_values=lineage.own_values,
                 )
             else:
                 out[key] = mask_value(value, vault, known)

@@ -22,7 +22,7 @@ from typing import Any, Protocol
 
 from governance.pii.detectors import NORMALISERS, detect_spans
 from governance.pii.kinds import TOKEN_LABELS
-from governance.pii.known_values import EMPTY, KnownValues
+from governance.pii.known_values import EMPTY, KnownValues, normalised
 
 LABEL_BY_KIND: dict[str, str] = {kind.value: label for kind, label in TOKEN_LABELS.items()}
 KIND_BY_LABEL: dict[str, str] = {label: kind for kind, label in LABEL_BY_KIND.items()}
@@ -168,9 +168,12 @@ def mask_string(
     counts: MaskCounts | None = None,
     origin: Origin = ("", ""),
     known: KnownValues = EMPTY,
+    own: frozenset[str] = frozenset(),
 ) -> str:
     """Replace every value the vault already holds (`known`), then every
-    detector hit, in `text` with its token."""
+    detector hit, in `text` with its token. A detector hit that is one of
+    `own` (normalised: the model's own literals) stays: its token would say
+    whether the vault already held it."""
     if known:
         tokens = [m.span() for m in TOKEN_PATTERN.finditer(text)] if "[" in text else None
         if counts is None:
@@ -180,6 +183,8 @@ def mask_string(
     if len(text) < 6:
         return text  # shorter than any value (detect_spans says the same, one call later)
     spans = detect_spans(text)  # (kind id, start, end, confidence), left to right
+    if spans and own:
+        spans = [span for span in spans if normalised(text[span[1] : span[2]]) not in own]
     if not spans:
         return text
     if len(spans) == 1:  # the usual case: a cell that is one value, or a memo with one
@@ -209,34 +214,35 @@ def mask_any(
     counts: MaskCounts | None = None,
     origin: Origin = ("", ""),
     known: KnownValues = EMPTY,
+    own: frozenset[str] = frozenset(),
 ) -> Any:
     """Known values and detectors over every string of a JSON-like value,
     recursively, object keys included: a key can carry a value as well as a
     string can (`json_object_agg(name, 1)`)."""
     if isinstance(value, str):
-        return mask_string(value, vault, counts, origin, known) if value else value
+        return mask_string(value, vault, counts, origin, known, own) if value else value
     if isinstance(value, int | float) and not isinstance(value, bool):
         # A number can be personal data as well as a string can (a resident
         # registration or phone number sent as a JSON number): checked in its
         # written form, replaced by the token when it is one.
         written = str(value)
-        masked = mask_string(written, vault, counts, origin, known)
+        masked = mask_string(written, vault, counts, origin, known, own)
         if masked == written and isinstance(value, int) and value > 0:
             # A phone number stored as a number has lost its leading zero.
             padded = "0" + written
-            masked = mask_string(padded, vault, counts, origin, known)
+            masked = mask_string(padded, vault, counts, origin, known, own)
             return value if masked == padded else masked
         return value if masked == written else masked
     if isinstance(value, list):
-        return [mask_any(v, vault, counts, origin, known) for v in value]
+        return [mask_any(v, vault, counts, origin, known, own) for v in value]
     if isinstance(value, dict):
         masked: dict = {}
         for k, v in value.items():
-            key = mask_string(k, vault, counts, origin, known) if isinstance(k, str) and k else k
+            key = mask_string(k, vault, counts, origin, known, own) if isinstance(k, str) and k else k
             # Two keys masked to one token must not drop a value: keep both.
             while key in masked:
                 key = f"{key}#"
-            masked[key] = mask_any(v, vault, counts, origin, known)
+            masked[key] = mask_any(v, vault, counts, origin, known, own)
         return masked
     return value
 
@@ -249,12 +255,25 @@ def mask_rows(
     vault: Vault,
     counts: MaskCounts | None = None,
     known: KnownValues = EMPTY,
+    literal_columns: frozenset[int] | set[int] = frozenset(),
+    own_columns: frozenset[int] | set[int] = frozenset(),
+    own_values: frozenset[str] = frozenset(),
 ) -> list[list[Any]]:
     """SQL result rows: a column derived from personal data is masked whole
-    (token of the column's kind); every other string cell goes through the
-    known values, then the detectors."""
+    (token of the column's kind); a column made only of the model's own
+    literals (`literal_columns`: nothing read, nothing re-identified) comes
+    back as written, so that matching it against the vault cannot tell the
+    model which of its guesses the vault holds; every other cell goes through
+    the known values, then the detectors. A known value split over several
+    cells of one row ("010-1234" | "5678") masks each of those cells whole.
+    In `own_columns` (literals next to data that is not free text) the
+    model's own literals (`own_values`, normalised) are left as written,
+    however the vault or the detectors would see them: no oracle either."""
+    own_known = known.excluding(own_values) if own_columns and own_values else known
+    own = own_values if own_columns else frozenset()
     masked: list[list[Any]] = []
     for row in rows:
+        split = _split_known_values(row, column_kinds, literal_columns, own_known) if known else None
         out = []
         for index, cell in enumerate(row):
             kind = column_kinds.get(index)
@@ -263,10 +282,47 @@ def mask_rows(
                 if counts is not None:
                     counts.add(origin, kind)
                 out.append(vault.token_for(kind, str(cell)))
+            elif index in literal_columns:
+                out.append(cell)
+            elif split and index in split:
+                token, hit_kind = split[index]
+                if counts is not None:
+                    counts.add(origin, hit_kind)
+                out.append(token)
+            elif index in own_columns:
+                out.append(mask_any(cell, vault, counts, origin, own_known, own))
             else:
                 out.append(mask_any(cell, vault, counts, origin, known))
         masked.append(out)
     return masked
+
+
+def _split_known_values(
+    row: list[Any], column_kinds: dict[int, str], literal_columns: frozenset[int] | set[int], known: KnownValues
+) -> dict[int, tuple[str, str]]:
+    """Cells of `row` holding a piece of a known value that spans several
+    cells (read in column order, as the model reads them): index -> (token,
+    kind). Cells masked by lineage or made of literals take no part."""
+    spans: list[tuple[int, int, int]] = []  # (cell index, start, end) in the joined text
+    parts: list[str] = []
+    position = 0
+    for index, cell in enumerate(row):
+        if index in column_kinds or index in literal_columns or isinstance(cell, bool):
+            continue
+        if isinstance(cell, str | int | float) and cell != "":
+            text = str(cell)
+            spans.append((index, position, position + len(text)))
+            parts.append(text)
+            position += len(text)
+    if len(spans) < 2:
+        return {}
+    found: dict[int, tuple[str, str]] = {}
+    for hit in known.hits("".join(parts)):
+        touched = [index for index, start, end in spans if start < hit.end and hit.start < end]
+        if len(touched) > 1:
+            for index in touched:
+                found[index] = (hit.token, hit.kind)
+    return found
 
 
 def tokens_in(text: str) -> list[tuple[str, int, int, int]]:

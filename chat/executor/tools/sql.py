@@ -30,12 +30,13 @@ from audit.models import ResourceKind
 from chat.executor.pipeline import Call, Lineage, Offer, Output, Target
 from chat.executor.policy import ALWAYS_ALLOW
 from chat.executor.reasons import Phrase, Reason, Refused, ToolFailed
-from governance.models import DbConnection
+from governance.models import ColumnClassification, DbConnection
+from governance.pii.free_text import unknown_types, with_free_text
 from governance.pii.known_values import EMPTY, KnownValues
-from governance.pii.lineage import classify_outputs, rows_read_pii
-from governance.pii.masking import MaskCounts, Vault, mask_rows, mask_with
+from governance.pii.lineage import classify_outputs, rows_read_pii, token_kind
+from governance.pii.masking import TOKEN_PATTERN, MaskCounts, Vault, mask_rows, mask_with
 from governance.pii.reidentify import Reidentified, ReidentifyError, reidentify_sql
-from governance.schema_analysis import classification_schema, mask_stats_record
+from governance.schema_analysis import REASONS, connection_columns, mask_stats_record
 from governance.services import GovernanceError, db_connection_dsn
 from governance.sql.dialects import configured_schemas
 from governance.sql.execute import QueryError, account_risks, execute_readonly, schema_words, statement_words
@@ -113,10 +114,20 @@ class RunSql:
         if missing:
             raise Refused(Reason(gettext_noop("no permission to read table(s): %(tables)s"), tables=", ".join(missing)))
         executed = _reidentified(sql, dialect, call.vault, call.tables)
+        call.state.update(executed=executed, dsn=db_connection_dsn(connection=connection))
+
+    def prepare(self, call: Call) -> None:
+        access: DbAccess = call.target.resource
+        connection = access.connection
+        _require_read_only_account(connection.engine, call.state["dsn"])
+        # Free-text columns are taint (any function over them masks); their
+        # types come from the classifications, or from the database's catalog
+        # (after the attempt row and the account check) where none is stored.
+        schema = tainted_schema(connection, access.classification_revision, catalog=True)
+        executed: Reidentified = call.state["executed"]
         # Masking hides values, not how many rows came back: a query whose
         # row count personal data decides is refused before it runs.
-        schema = classification_schema(connection=connection, revision=access.classification_revision)
-        if rows_read_pii(executed.sql, dialect, schema, tainted_literals=executed.substituted):
+        if rows_read_pii(executed.sql, connection.sql_dialect, schema, tainted_literals=executed.substituted):
             raise Refused(
                 Reason(
                     gettext_noop(
@@ -124,10 +135,7 @@ class RunSql:
                     )
                 )
             )
-        call.state.update(executed=executed, schema=schema, dsn=db_connection_dsn(connection=connection))
-
-    def prepare(self, call: Call) -> None:
-        _require_read_only_account(call.target.resource.connection.engine, call.state["dsn"])
+        call.state["schema"] = schema
 
     def run(self, call: Call) -> Output:
         connection: DbConnection = call.target.resource.connection
@@ -165,14 +173,22 @@ class RunSql:
     def lineage(self, call: Call, output: Output) -> Lineage:
         access: DbAccess = call.target.resource
         executed: Reidentified = call.state["executed"]
-        kinds, origins = column_kinds(
+        kinds, origins, literal, own = column_kinds(
             access.connection,
             executed.sql,
             call.state["columns"],
             schema=call.state["schema"],
             tainted_literals=executed.substituted,
         )
-        return Lineage(key="rows", kinds=kinds, origins=origins, record=_stats_recorder(access.connection))
+        return Lineage(
+            key="rows",
+            kinds=kinds,
+            origins=origins,
+            record=_stats_recorder(access.connection),
+            literal=literal,
+            own_columns=own,
+            own_values=own_literals(call.statement, access.connection.sql_dialect) if own else frozenset(),
+        )
 
 
 def _stats_recorder(connection: DbConnection):
@@ -250,6 +266,53 @@ def _require_read_only_account(engine: str, dsn: str) -> None:
         )
 
 
+# (connection id, classification revision) -> the schema with its free text
+# marked; bounded like governance.schema_analysis's cache (revision tokens
+# never come back, so an entry is current or never hit again).
+_SCHEMA_CACHE: dict[tuple[int, str], dict[str, dict[str, str | None]]] = {}
+_SCHEMA_CACHE_MAX = 256
+
+
+def tainted_schema(connection: DbConnection, revision: str | None, *, catalog: bool = False) -> dict:
+    """The analysed schema (table -> column -> kind, in column order) with
+    its free-text columns marked for lineage taint, read in one query and
+    cached per classification revision. Types are the stored ones; with
+    `catalog`, columns stored without a type get the database catalog's.
+    Where no type is known the column counts as free text (when in doubt,
+    taint). The returned dicts are shared: callers must not change them."""
+    key = (connection.pk, revision) if revision else None
+    cached = _SCHEMA_CACHE.get(key) if key else None
+    if cached is not None:
+        return cached
+    schema: dict[str, dict[str, str | None]] = {}
+    types: dict[tuple[str, str], str] = {}
+    # In introspection order (rows are created in the table's column order),
+    # which is the order `SELECT *` returns them in.
+    rows = ColumnClassification.objects.filter(connection=connection).order_by("pk")
+    structured: set[tuple[str, str]] = set()
+    fields = ("table_name", "column_name", "pii_kind", "data_type", "reason")
+    for table, column, kind, data_type, reason in rows.values_list(*fields):
+        schema.setdefault(table, {})[column] = kind or None
+        if data_type:
+            types[(table, column)] = data_type
+        if reason == REASONS["structured"]:
+            structured.add((table, column))
+    complete = not unknown_types(schema, types)
+    if catalog and not complete:
+        try:
+            read = {(table, column): data_type for table, column, data_type in connection_columns(connection)}
+        except Exception:
+            logger.warning("column types could not be read; unknown types count as free text", exc_info=True)
+        else:
+            types, complete = {**read, **types}, True
+    marked = with_free_text(schema, types, structured)
+    if key and complete:
+        if len(_SCHEMA_CACHE) >= _SCHEMA_CACHE_MAX:
+            _SCHEMA_CACHE.clear()
+        _SCHEMA_CACHE[key] = marked
+    return marked
+
+
 def connection_schemas(connection: DbConnection) -> tuple[str, ...]:
     """The schemas the connection's unqualified names resolve to (PostgreSQL's
     pinned search_path): exactly those a whole-database grant covers."""
@@ -263,30 +326,63 @@ def column_kinds(
     *,
     schema: dict[str, dict[str, str | None]],
     tainted_literals: dict[str, str] | None = None,
-) -> tuple[dict[int, str], dict[int, tuple[str, str]]]:
-    """Which output columns are masked whole, and where each came from.
-    Columns derived from personal data (lineage taint, including the
-    originals substituted into `sql`, the statement that ran) are masked
-    whole. Lineage failures mask more, never less."""
-    outputs = aligned_outputs(
-        classify_outputs(
-            sql,
-            connection.sql_dialect,
-            schema,
-            n_columns=len(columns),
-            tainted_literals=tainted_literals,
-        ),
-        columns,
+) -> tuple[dict[int, str], dict[int, tuple[str, str]], frozenset[int], frozenset[int]]:
+    """Which output columns are masked whole, where each came from, which
+    are only the model's own literals (returned as written: matching them
+    against the vault would confirm the model's guesses), and which mix
+    literals with data that is neither personal nor free text (there the
+    model's own literals are left as written). Columns
+    derived from personal data (lineage taint, including the originals
+    substituted into `sql`, the statement that ran) are masked whole.
+    Lineage failures mask more, never less."""
+    predicted = classify_outputs(
+        sql,
+        connection.sql_dialect,
+        schema,
+        n_columns=len(columns),
+        tainted_literals=tainted_literals,
     )
+    outputs = aligned_outputs(predicted, columns)
     kinds = {o.index: o.pii_kind for o in outputs if o.pii_kind}
     if len(outputs) != len(columns):
         # No usable lineage at all: mask every column when the connection has
         # any personal-data column (when in doubt, mask).
-        doubt = next((kind for table in schema.values() for kind in table.values() if kind), None)
+        doubt = token_kind(next((kind for table in schema.values() for kind in table.values() if kind), None))
         if doubt:
             kinds = dict.fromkeys(range(len(columns)), doubt)
     origins = {o.index: o.sources[0] for o in outputs if o.sources}
-    return kinds, origins
+    # Literal columns only where lineage and the result agree column for column.
+    literal = frozenset(o.index for o in outputs if o.literal and o.index not in kinds)
+    own = frozenset(
+        o.index
+        for o in outputs
+        if o.index not in kinds
+        and o.index not in literal
+        and not any(schema.get(table, {}).get(column) for table, column in o.sources)
+    )
+    if outputs is not predicted or len(outputs) != len(columns):
+        literal = own = frozenset()
+    return kinds, origins, literal, own
+
+
+_LITERAL_TOKENS = ("STRING", "NATIONAL_STRING", "RAW_STRING", "HEREDOC_STRING")
+
+
+def own_literals(sql: str, dialect: str) -> frozenset[str]:
+    """The string literals the model wrote in `sql` (its text, before any
+    token is re-identified), normalised as known values are matched."""
+    from sqlglot.dialects.dialect import Dialect
+    from sqlglot.tokens import TokenType
+
+    from governance.pii.known_values import MIN_VALUE_CHARS, normalised
+
+    types = {getattr(TokenType, name) for name in _LITERAL_TOKENS if hasattr(TokenType, name)}
+    try:
+        tokens = Dialect.get_or_raise(dialect).tokenize(sql)
+    except Exception:
+        return frozenset()  # nothing is left unmasked
+    values = (normalised(t.text) for t in tokens if t.token_type in types and not TOKEN_PATTERN.search(t.text))
+    return frozenset(v for v in values if len(v) >= MIN_VALUE_CHARS)
 
 
 def mask_sql_rows(
@@ -305,12 +401,16 @@ def mask_sql_rows(
     """The rows of one result masked as the shaping stage masks them (for
     callers outside a tool call, e.g. bench/executor.py)."""
     if schema is None:
-        schema = classification_schema(connection=connection, revision=revision)
-    kinds, origins = column_kinds(connection, sql, columns, schema=schema, tainted_literals=tainted_literals)
+        schema = tainted_schema(connection, revision)
+    kinds, origins, literal, _own = column_kinds(
+        connection, sql, columns, schema=schema, tainted_literals=tainted_literals
+    )
     counts = MaskCounts()
     masked = mask_with(
         vault,
-        lambda v, c: mask_rows(rows, column_kinds=kinds, column_origins=origins, vault=v, counts=c, known=known),
+        lambda v, c: mask_rows(
+            rows, column_kinds=kinds, column_origins=origins, vault=v, counts=c, known=known, literal_columns=literal
+        ),
         counts,
     )
     if counts:
