@@ -56,13 +56,10 @@ from chat import events
 from chat.executor.policy import ApprovalSuspends, Decision
 from chat.executor.reasons import Reason
 from chat.models import AlwaysAllow, ApprovalStatus, ToolApproval, Turn, TurnEvent, TurnStatus
+from chat.protocol import ServerEvent
 from governance.visibility import ConnectorToolView
 
 logger = logging.getLogger(__name__)
-
-# Server -> client events (stored with the turn, README "Websocket protocol").
-APPROVAL_REQUESTED = "approval.requested"
-APPROVAL_DECIDED = "approval.decided"
 
 # What the user may answer (websocket `approval.decide`, HTTP API).
 DECISIONS = {
@@ -452,7 +449,9 @@ def _resume(turn_id: int, decided: dict) -> None:
     if turn is None or turn.status != TurnStatus.WAITING_APPROVAL:
         return
     last = TurnEvent.objects.filter(turn_id=turn.pk).aggregate(last=Max("seq"))["last"] or 0
-    frame = TurnEvent.objects.create(turn=turn, seq=last + 1, type=APPROVAL_DECIDED, payload=decided).as_frame()
+    frame = TurnEvent.objects.create(
+        turn=turn, seq=last + 1, type=ServerEvent.APPROVAL_DECIDED, payload=decided
+    ).as_frame()
     Turn.objects.filter(pk=turn.pk).update(status=TurnStatus.QUEUED, queued_at=timezone.now(), requeued_at=None)
     group = turn.conversation.group_name
 

@@ -66,8 +66,8 @@ from django.utils.translation import gettext as _
 
 from accounts.language import browser_language
 from accounts.sessions import session_signs_in
-from chat import events
 from chat.models import Conversation
+from chat.protocol import ClientFrame, ServerEvent
 from chat.services import (
     TurnCancelRefused,
     TurnRefused,
@@ -284,21 +284,24 @@ class ChatConsumer(AsyncWebsocketConsumer):
             return
         # turn.start checks the session in the same step as it starts the
         # turn (one trip to the database's thread, on the hot path).
-        if payload["type"] in ("turn.cancel", "sync", "approval.decide") and not await self._session_alive():
+        if (
+            payload["type"] in (ClientFrame.TURN_CANCEL, ClientFrame.SYNC, ClientFrame.APPROVAL_DECIDE)
+            and not await self._session_alive()
+        ):
             # Signed out (or the session expired) since this socket opened:
             # the page signs in again and comes back (README close codes).
             await self._close_for_limit(CLOSE_UNAUTHENTICATED)
             return
-        if payload["type"] == "turn.start":
+        if payload["type"] == ClientFrame.TURN_START:
             if not self._turn_starts.take():
                 await self._rate_limited(_("Too many turns started; wait a moment before asking again."), ref=ref)
                 return
             await self._turn_start(payload, ref)
-        elif payload["type"] == "turn.cancel":
+        elif payload["type"] == ClientFrame.TURN_CANCEL:
             await self._turn_cancel(payload, ref)
-        elif payload["type"] == "sync":
+        elif payload["type"] == ClientFrame.SYNC:
             await self._sync_frame(payload)
-        elif payload["type"] == "approval.decide":
+        elif payload["type"] == ClientFrame.APPROVAL_DECIDE:
             await self._approval_decide(payload, ref)
         else:
             await self._error("unknown_type", _("Unknown event type: %(type)s") % {"type": payload["type"][:50]})
@@ -338,7 +341,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
             # Only to this socket, before any event of the turn (the worker's
             # events wait in this consumer's queue until this handler
             # returns): the page now knows its message was taken.
-            await self._send_json({"type": "turn.started", "turn_id": turn.pk, "ref": ref})
+            await self._send_json({"type": ServerEvent.TURN_STARTED, "turn_id": turn.pk, "ref": ref})
         if settings.CELERY_TASK_ALWAYS_EAGER:
             await enqueue_turn(turn.pk)  # in this process, on this event loop
 
@@ -438,7 +441,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
         return write_buffer_bytes(getattr(self._protocol, "transport", None))
 
     async def _error(self, code: str, message: str, *, ref: str | None = None) -> None:
-        frame = {"type": events.ERROR, "code": code, "message": message}
+        frame = {"type": ServerEvent.ERROR, "code": code, "message": message}
         if ref is not None:
             frame["ref"] = ref
         await self._send_json(frame)

@@ -23,25 +23,13 @@ from django.db import DatabaseError, IntegrityError, connection, transaction
 from django.utils import timezone
 
 from chat.layers import group_send_now
+from chat.protocol import LayerMessage, ServerEvent
 from owlai import prepared
 
 if TYPE_CHECKING:
     from chat.models import TurnEvent as TurnEventRow
 
 logger = logging.getLogger(__name__)
-
-# Server -> client event types (README documents their payloads).
-TURN_ACCEPTED = "turn.accepted"
-TURN_REJECTED = "turn.rejected"
-TOOL_STARTED = "tool.started"
-TOOL_FINISHED = "tool.finished"
-MESSAGE_DELTA = "message.delta"
-MESSAGE_COMPLETED = "message.completed"
-TURN_FINISHED = "turn.finished"
-ERROR = "error"
-# Sent by the consumer only (never stored): the conversation as the database
-# has it, on connect and whenever the socket may have missed events.
-STATE = "state"
 
 
 def conversation_group(conversation_id_hex: str) -> str:
@@ -60,9 +48,9 @@ def publish_all(group: str, frames: list[dict]) -> None:
     if not frames:
         return
     if len(frames) == 1:
-        message = {"type": "turn.event", "event": frames[0]}
+        message = {"type": LayerMessage.TURN_EVENT.value, "event": frames[0]}
     else:
-        message = {"type": "turn.events", "events": frames}
+        message = {"type": LayerMessage.TURN_EVENTS.value, "events": frames}
     try:
         group_send_now(group, message)
     except Exception as exc:
@@ -105,13 +93,13 @@ class TurnEmitter:
         self._held: tuple[str, dict] | None = None  # a message.completed not yet stored
 
     def __call__(self, event_type: str, payload: dict) -> None:
-        if event_type == MESSAGE_DELTA and self._held is None:
+        if event_type == ServerEvent.MESSAGE_DELTA and self._held is None:
             self._pending.append(payload.get("text", ""))
             if time.monotonic() - self._last_delta >= settings.OWLAI_DELTA_COALESCE_SECONDS:
                 self._flush_deltas()
             return
         self.flush()
-        if event_type == MESSAGE_COMPLETED:
+        if event_type == ServerEvent.MESSAGE_COMPLETED:
             self._held = (event_type, payload)
             return
         self._store_and_publish(event_type, payload)
@@ -130,7 +118,7 @@ class TurnEmitter:
         text = "".join(self._pending)
         self._pending = []
         if text:
-            held.append((MESSAGE_DELTA, {"text": text}))
+            held.append((ServerEvent.MESSAGE_DELTA, {"text": text}))
         if self._held is not None:
             held.append(self._held)
             self._held = None
@@ -143,7 +131,7 @@ class TurnEmitter:
         self._pending = []
         self._last_delta = time.monotonic()
         if text:
-            self._store_and_publish(MESSAGE_DELTA, {"text": text})
+            self._store_and_publish(ServerEvent.MESSAGE_DELTA, {"text": text})
 
     def numbered(self, event_type: str, payload: dict) -> TurnEventRow:
         """The next event as a row to INSERT, numbered; the caller stores it
@@ -217,7 +205,7 @@ def _fresh(frame: dict) -> dict:
     `expires_in` was counted when it was asked (the page counts down from it
     rather than from `expires_at`, whose reading depends on the browser's
     clock)."""
-    if frame.get("type") == "approval.requested" and isinstance(frame.get("expires_at"), str):
+    if frame.get("type") == ServerEvent.APPROVAL_REQUESTED and isinstance(frame.get("expires_at"), str):
         try:
             expires_at = datetime.fromisoformat(frame["expires_at"])
         except ValueError:
@@ -230,6 +218,6 @@ def notify_conversation_deleted(*, group: str) -> None:
     """Tell the conversation's open sockets to close (best effort, like all
     streaming: the deletion itself is already committed)."""
     try:
-        group_send_now(group, {"type": "conversation.deleted"})
+        group_send_now(group, {"type": LayerMessage.CONVERSATION_DELETED.value})
     except Exception:
         logger.exception("could not notify %s of its deletion", group)

@@ -32,8 +32,6 @@ from audit.services import AuditWriteError
 from chat import events
 from chat.agent import ABANDONED, CANCELLED, LoopState, TurnAbandoned, TurnCancelled, TurnSuspended, run_agent_loop
 from chat.approvals import (
-    APPROVAL_DECIDED,
-    APPROVAL_REQUESTED,
     requested_payload,
     resuming,
     tool_approval_create,
@@ -46,6 +44,7 @@ from chat.executor.tools.connectors import connector_turn
 from chat.llm import ModelError, client_for
 from chat.models import Conversation, Message, MessageRole, Turn, TurnEvent, TurnStatus
 from chat.prompt import mention_note, mentioned_targets, turn_inputs
+from chat.protocol import ServerEvent
 from governance.models import Feature, FeatureDefault, LlmModel, Provider, Tier
 from owlai import prepared
 
@@ -260,7 +259,7 @@ def turn_cancel(*, conversation: Conversation, actor: AbstractBaseUser, turn_id:
         if Turn.objects.filter(pk=turn.pk, status=TurnStatus.QUEUED).update(
             status=TurnStatus.CANCELLED, cancel_requested_at=now, finished_at=now
         ):
-            stored = [_emitter_for(turn).record(events.TURN_FINISHED, {"status": TurnStatus.CANCELLED})]
+            stored = [_emitter_for(turn).record(ServerEvent.TURN_FINISHED, {"status": TurnStatus.CANCELLED})]
             group = conversation.group_name
             transaction.on_commit(lambda: [events.publish(group, frame) for frame in stored])
             return "cancelled"
@@ -284,7 +283,7 @@ def turn_cancel(*, conversation: Conversation, actor: AbstractBaseUser, turn_id:
             Turn.objects.filter(pk=turn.pk).update(
                 status=TurnStatus.CANCELLED, cancel_requested_at=now, finished_at=now, loop_state=None
             )
-            stored = [_emitter_for(turn).record(events.TURN_FINISHED, {"status": TurnStatus.CANCELLED})]
+            stored = [_emitter_for(turn).record(ServerEvent.TURN_FINISHED, {"status": TurnStatus.CANCELLED})]
             group = conversation.group_name
             transaction.on_commit(lambda: [events.publish(group, frame) for frame in stored])
             return "cancelled"
@@ -422,7 +421,7 @@ def _finish(
     first_seq = emit.next_seq
     stored = [
         emit.numbered(event_type, payload)
-        for event_type, payload in [*held, *frames, (events.TURN_FINISHED, {"status": status})]
+        for event_type, payload in [*held, *frames, (ServerEvent.TURN_FINISHED, {"status": status})]
     ]
     ended_params = [status, error, connection.ops.adapt_datetimefield_value(now), turn.pk]
     ended = False
@@ -722,7 +721,7 @@ def _run(turn: Turn) -> None:
         language=turn_language(turn),
     )
     emit(
-        events.TURN_ACCEPTED,
+        ServerEvent.TURN_ACCEPTED,
         {
             "model": str(model),
             "tier": resolved.tier,
@@ -849,7 +848,7 @@ def _converse(
         final_text = _("I stopped after %(steps)d steps without a final answer.") % {
             "steps": settings.OWLAI_AGENT_MAX_STEPS
         }
-        frames.append((events.MESSAGE_COMPLETED, {"text": final_text}))
+        frames.append((ServerEvent.MESSAGE_COMPLETED, {"text": final_text}))
         result.new_messages.append({"role": "assistant", "content": final_text})
     _finish(turn, emit, TurnStatus.COMPLETED, frames=frames, messages=result.new_messages)
 
@@ -905,7 +904,7 @@ def _suspend(turn: Turn, emit: events.TurnEmitter, suspended: TurnSuspended, *, 
             transaction.set_rollback(True)
             logger.warning("turn %s was finished elsewhere (recovery); not waiting for its approval", turn.pk)
             return False
-        frame = emit.record(APPROVAL_REQUESTED, requested_payload(approval))
+        frame = emit.record(ServerEvent.APPROVAL_REQUESTED, requested_payload(approval))
     turn.status = TurnStatus.WAITING_APPROVAL
     events.publish(emit.group, frame)
     return True
@@ -928,7 +927,7 @@ class _ReleasingDbClient:
 
 
 def _reject(turn: Turn, emit: events.TurnEmitter, reason: str) -> None:
-    _finish(turn, emit, TurnStatus.REJECTED, error=reason, frames=[(events.TURN_REJECTED, {"reason": reason})])
+    _finish(turn, emit, TurnStatus.REJECTED, error=reason, frames=[(ServerEvent.TURN_REJECTED, {"reason": reason})])
 
 
 def _fail(turn: Turn, emit: events.TurnEmitter, message: str) -> None:
@@ -937,7 +936,7 @@ def _fail(turn: Turn, emit: events.TurnEmitter, message: str) -> None:
         emit,
         TurnStatus.FAILED,
         error=message,
-        frames=[(events.ERROR, {"code": "turn_failed", "message": message})],
+        frames=[(ServerEvent.ERROR, {"code": "turn_failed", "message": message})],
     )
 
 
@@ -1040,8 +1039,8 @@ def _turn_fail_abandoned(*, turn_id: int, condition: Q, code: str, message) -> b
             return False  # finished or claimed meanwhile
         emit = _emitter_for(turn)
         stored = [
-            emit.record(events.ERROR, {"code": code, "message": text}),
-            emit.record(events.TURN_FINISHED, {"status": TurnStatus.FAILED}),
+            emit.record(ServerEvent.ERROR, {"code": code, "message": text}),
+            emit.record(ServerEvent.TURN_FINISHED, {"status": TurnStatus.FAILED}),
         ]
         group = turn.conversation.group_name
         transaction.on_commit(lambda: [events.publish(group, frame) for frame in stored])
@@ -1059,7 +1058,7 @@ def conversation_state(*, conversation: Conversation) -> dict:
     turns = _turns_of(conversation)
     latest = max(turns, key=lambda t: (t.created_at, t.pk), default=None)
     return {
-        "type": events.STATE,
+        "type": ServerEvent.STATE,
         "messages": conversation_timeline(
             conversation=conversation, answer_of_latest=False, latest=latest, turns=turns
         ),
@@ -1091,7 +1090,13 @@ def _timeline_messages_sql() -> str:
 @cache
 def _step_events_sql() -> str:
     kinds = ", ".join(
-        f"'{kind}'" for kind in (events.TOOL_STARTED, events.TOOL_FINISHED, APPROVAL_REQUESTED, APPROVAL_DECIDED)
+        f"'{kind}'"
+        for kind in (
+            ServerEvent.TOOL_STARTED,
+            ServerEvent.TOOL_FINISHED,
+            ServerEvent.APPROVAL_REQUESTED,
+            ServerEvent.APPROVAL_DECIDED,
+        )
     )
     return (
         f"SELECT {prepared.columns(TurnEvent, 'e')} FROM {TurnEvent._meta.db_table} e"
@@ -1182,7 +1187,7 @@ def _steps_by_call(conversation: Conversation) -> dict[tuple[int, str], dict]:
         payload = event.payload or {}
         key = (event.turn_id, str(payload.get("call_id", "")))
         step = found.setdefault(key, {})
-        if event.type in (APPROVAL_REQUESTED, APPROVAL_DECIDED):
+        if event.type in (ServerEvent.APPROVAL_REQUESTED, ServerEvent.APPROVAL_DECIDED):
             # What was asked and how it was answered, as the step's `approval`.
             asked = {k: v for k, v in payload.items() if k not in ("call_id", "expires_in")}
             step["approval"] = {**step.get("approval", {}), **asked}
@@ -1191,7 +1196,7 @@ def _steps_by_call(conversation: Conversation) -> dict[tuple[int, str], dict]:
         step.update(payload)
         if asked_before is not None:
             step["approval"] = {**asked_before, **(payload.get("approval") or {})}
-        if event.type == events.TOOL_FINISHED:
+        if event.type == ServerEvent.TOOL_FINISHED:
             found[key]["finished"] = True
     return found
 
