@@ -68,15 +68,9 @@ from accounts.language import browser_language
 from accounts.sessions import session_signs_in
 from chat.models import Conversation
 from chat.protocol import ClientFrame, ServerEvent
-from chat.services import (
-    TurnCancelRefused,
-    TurnRefused,
-    conversation_state,
-    turn_cancel,
-    turn_events_after,
-    turn_start,
-)
+from chat.services import TurnCancelRefused, TurnRefused, turn_cancel, turn_start
 from chat.tasks import enqueue_turn, run_turn
+from chat.turns.timeline import conversation_state, turn_events_after
 
 logger = logging.getLogger(__name__)
 

@@ -85,6 +85,10 @@ class TurnStatus(models.TextChoices):
     WAITING_APPROVAL = "waiting_approval", _("Waiting for approval")
 
 
+# A turn in one of these holds its conversation: no other turn may start.
+ACTIVE_TURN_STATUSES = (TurnStatus.QUEUED, TurnStatus.RUNNING, TurnStatus.WAITING_APPROVAL)
+
+
 class Turn(models.Model):
     conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="turns")
     status = models.CharField(_("status"), max_length=20, choices=TurnStatus.choices, default=TurnStatus.QUEUED)

@@ -12,7 +12,8 @@ from celery import shared_task
 from django.conf import settings
 from django.db import close_old_connections
 
-from chat.services import turn_run, turns_recover
+from chat.turns.recovery import turns_recover
+from chat.turns.runner import turn_run
 
 logger = logging.getLogger(__name__)
 

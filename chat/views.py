@@ -20,11 +20,11 @@ from chat.services import (
     ConversationRenameRefused,
     conversation_create,
     conversation_rename,
-    conversation_timeline,
-    mention_tier,
     models_for_conversation,
 )
 from chat.services import conversation_delete as conversation_delete_service
+from chat.turns.model_choice import mention_tier
+from chat.turns.timeline import conversation_timeline
 from governance.models import Feature, FeatureDefault, LlmModel, PiiKindChoice, Tier
 from governance.pii.kinds import TOKEN_LABELS, PiiKind
 from governance.visibility import visible_resources

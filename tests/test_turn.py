@@ -9,7 +9,8 @@ import pytest
 
 from audit.models import ToolCallAudit
 from chat.models import Turn
-from chat.services import conversation_create, turn_run, turn_start
+from chat.services import conversation_create, turn_start
+from chat.turns.runner import turn_run
 from governance.models import LlmModel
 from governance.services import feature_default_set, install_config_sync
 from owlai.install_config import parse_install_config

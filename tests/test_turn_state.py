@@ -18,7 +18,10 @@ from django.utils import timezone
 
 from chat import events as chat_events
 from chat.models import Conversation, Turn, TurnEvent, TurnStatus
-from chat.services import conversation_create, turn_claim, turn_run, turn_start, turns_recover
+from chat.services import conversation_create, turn_start
+from chat.turns.lifecycle import turn_claim
+from chat.turns.recovery import turns_recover
+from chat.turns.runner import turn_run
 from tests.test_websocket import communicator, receive_until, session_cookie
 
 
@@ -132,7 +135,7 @@ def test_a_turn_running_when_its_worker_died_is_not_run_again(personas, install_
     conversation = conversation_create(owner=personas.staff)
     turn = turn_start(conversation=conversation, user=personas.staff, text="SELECT 1", model=None)
     assert turn_claim(turn_id=turn.pk)  # the first worker claimed it, then died
-    monkeypatch.setattr("chat.services._run", lambda turn: pytest.fail("a redelivered task must not run the turn"))
+    monkeypatch.setattr("chat.turns.runner._run", lambda turn: pytest.fail("a redelivered task must not run the turn"))
     turn_run(turn_id=turn.pk)  # redelivered to another worker
     turn.refresh_from_db()
     assert turn.status == TurnStatus.RUNNING and published == []
@@ -179,7 +182,7 @@ def test_a_stale_heartbeat_fails_the_turn_visibly(
 def test_a_worker_that_outlives_its_recovery_does_not_finish_the_turn_twice(
     personas, install_models, settings, published, monkeypatch
 ):
-    from chat import services
+    from chat.turns import runner as services
     from chat.agent import LoopResult
 
     conversation = conversation_create(owner=personas.staff)
@@ -242,7 +245,7 @@ def test_the_recovery_job_runs_from_beat(settings):
 
 @pytest.mark.django_db(transaction=True)
 def test_the_heartbeat_is_renewed_while_the_turn_runs(personas, settings):
-    from chat.services import TurnHeartbeat
+    from chat.turns.heartbeat import TurnHeartbeat
 
     settings.OWLAI_TURN_HEARTBEAT_SECONDS = 0.1
     turn = Turn.objects.create(conversation=conversation_create(owner=personas.staff), status=TurnStatus.QUEUED)
@@ -260,7 +263,7 @@ def test_the_heartbeat_is_renewed_while_the_turn_runs(personas, settings):
 def test_turns_joining_do_not_call_for_extra_beats(personas, settings):
     """Beats keep their interval however many turns start: a turn's claim
     wrote its first heartbeat, so one joining is beaten with the others."""
-    from chat.services import TurnHeartbeat
+    from chat.turns.heartbeat import TurnHeartbeat
 
     settings.OWLAI_TURN_HEARTBEAT_SECONDS = 1.0
     conversation = conversation_create(owner=personas.staff)
@@ -549,7 +552,7 @@ def test_a_turns_end_and_its_rows_are_stored_together_or_not_at_all(personas, se
     PostgreSQL, one transaction elsewhere)."""
     from django.db import IntegrityError, transaction
 
-    from chat.services import _end_sql
+    from chat.turns.statements import end as _end_sql
     from owlai import prepared
 
     settings.OWLAI_PREPARED_STATEMENTS = prepared_statements

@@ -22,13 +22,12 @@ from chat.services import (
     TurnCancelRefused,
     conversation_create,
     conversation_rename,
-    conversation_state,
-    conversation_timeline,
     title_from_message,
     turn_cancel,
-    turn_run,
     turn_start,
 )
+from chat.turns.runner import turn_run
+from chat.turns.timeline import conversation_state, conversation_timeline
 from tests import test_turn
 from tests.support.fake_llm import FakeLLMServer, Reply, text, tool_call
 
