@@ -45,18 +45,16 @@ from typing import Any
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import transaction
-from django.db.models import Max
 from django.utils import timezone
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_noop
 
 from audit.events import audit_event_write
 from audit.models import EventKind, ResourceKind
-from chat import events
 from chat.executor.policy import ApprovalSuspends, Decision
 from chat.executor.reasons import Reason
-from chat.models import AlwaysAllow, ApprovalStatus, ToolApproval, Turn, TurnEvent, TurnStatus
-from chat.protocol import ServerEvent
+from chat.models import AlwaysAllow, ApprovalStatus, ToolApproval, Turn, TurnStatus
+from chat.turns import dispatch, lifecycle
 from governance.visibility import ConnectorToolView
 
 logger = logging.getLogger(__name__)
@@ -444,24 +442,14 @@ def _settle(
 def _resume(turn_id: int, decided: dict) -> None:
     """Record `approval.decided` with the turn and queue the turn again (when
     it still waits: a turn failed meanwhile stays failed); after commit a new
-    task takes it (chat.tasks.resume_turn_soon)."""
+    task takes it (chat.turns.dispatch.resume_soon)."""
     turn = Turn.objects.select_for_update().select_related("conversation").filter(pk=turn_id).first()
     if turn is None or turn.status != TurnStatus.WAITING_APPROVAL:
         return
-    last = TurnEvent.objects.filter(turn_id=turn.pk).aggregate(last=Max("seq"))["last"] or 0
-    frame = TurnEvent.objects.create(
-        turn=turn, seq=last + 1, type=ServerEvent.APPROVAL_DECIDED, payload=decided
-    ).as_frame()
-    Turn.objects.filter(pk=turn.pk).update(status=TurnStatus.QUEUED, queued_at=timezone.now(), requeued_at=None)
-    group = turn.conversation.group_name
-
-    def after_commit() -> None:
-        from chat.tasks import resume_turn_soon
-
-        events.publish(group, frame)
-        resume_turn_soon(turn.pk)
-
-    transaction.on_commit(after_commit)
+    if not lifecycle.requeue_decided(turn, decided):
+        return
+    # After the event's own publishing (registered first, run first).
+    transaction.on_commit(lambda: dispatch.resume_soon(turn.pk))
 
 
 def always_allow_revoke(*, grant: AlwaysAllow, actor, request=None) -> AlwaysAllow:

@@ -69,7 +69,7 @@ from accounts.sessions import session_signs_in
 from chat.models import Conversation
 from chat.protocol import ClientFrame, ServerEvent
 from chat.services import TurnCancelRefused, TurnRefused, turn_cancel, turn_start
-from chat.tasks import enqueue_turn, run_turn
+from chat.turns import dispatch
 from chat.turns.timeline import conversation_state, turn_events_after
 
 logger = logging.getLogger(__name__)
@@ -336,8 +336,8 @@ class ChatConsumer(AsyncWebsocketConsumer):
             # events wait in this consumer's queue until this handler
             # returns): the page now knows its message was taken.
             await self._send_json({"type": ServerEvent.TURN_STARTED, "turn_id": turn.pk, "ref": ref})
-        if settings.CELERY_TASK_ALWAYS_EAGER:
-            await enqueue_turn(turn.pk)  # in this process, on this event loop
+        if dispatch.in_process():
+            await dispatch.run_in_process(turn.pk)  # in this process, on this event loop
 
     async def _turn_cancel(self, payload: dict, ref: str | None) -> None:
         """{"type": "turn.cancel"} (optionally "turn_id"): Stop. The turn ends
@@ -458,13 +458,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
         with translation.override(self.language):
             # turn_start reads the conversation afresh under its lock.
             turn = turn_start(conversation=self.conversation, user=self.scope["user"], text=text, model=model)
-        if not settings.CELERY_TASK_ALWAYS_EAGER:
-            try:
-                run_turn.delay(turn.pk)
-            except Exception as exc:
-                # The broker is away (Redis restarting). The turn is stored as
-                # queued; the recovery job enqueues it again (chat.services).
-                logger.warning("turn %s stored but not enqueued: %s", turn.pk, exc)
+        dispatch.send_after_start(turn.pk)
         return turn
 
     @off_loop

@@ -121,6 +121,9 @@ class Turn(models.Model):
     # messages so far, the tool calls not yet run, model calls made), from
     # which the resuming task continues without re-running anything.
     loop_state = models.JSONField(_("loop state"), null=True, blank=True)
+    # The number the turn's last event took: the journal takes the next ones
+    # with a conditional UPDATE of this column (chat.turns.journal).
+    last_seq = models.PositiveIntegerField(default=0, editable=False)
 
     class Meta:
         verbose_name = _("turn")

@@ -23,7 +23,6 @@ from chat.approvals import (
     tool_approvals_withdraw,
 )
 from chat.models import ACTIVE_TURN_STATUSES, Conversation, Message, MessageRole, Turn, TurnStatus
-from chat.protocol import ServerEvent
 from chat.turns import lifecycle, recovery
 from chat.turns import statements as sql
 from governance.models import LlmModel
@@ -186,16 +185,9 @@ def turn_cancel(*, conversation: Conversation, actor: AbstractBaseUser, turn_id:
     turn = turns.order_by("-created_at", "-id").first()
     if turn is None:
         raise TurnCancelRefused(_("No turn is running in this conversation."))
-    now = timezone.now()
-    with transaction.atomic():
-        if Turn.objects.filter(pk=turn.pk, status=TurnStatus.QUEUED).update(
-            status=TurnStatus.CANCELLED, cancel_requested_at=now, finished_at=now
-        ):
-            stored = [lifecycle.emitter_for(turn).record(ServerEvent.TURN_FINISHED, {"status": TurnStatus.CANCELLED})]
-            group = conversation.group_name
-            transaction.on_commit(lambda: [events.publish(group, frame) for frame in stored])
-            return "cancelled"
-    if Turn.objects.filter(pk=turn.pk, status=TurnStatus.RUNNING).update(cancel_requested_at=now):
+    if lifecycle.cancel_queued(turn):
+        return "cancelled"
+    if lifecycle.request_cancel(turn):
         return "requested"
     with transaction.atomic():
         # Waiting for an approval, the turn holds no worker to notice: it ends
@@ -203,21 +195,8 @@ def turn_cancel(*, conversation: Conversation, actor: AbstractBaseUser, turn_id:
         waiting = Turn.objects.select_for_update().filter(pk=turn.pk, status=TurnStatus.WAITING_APPROVAL).first()
         if waiting is not None:
             tool_approvals_withdraw(turn=waiting, actor=actor)
-            for entry in (waiting.loop_state or {}).get("new") or []:
-                Message.objects.create(
-                    conversation=conversation,
-                    turn=waiting,
-                    role=entry["role"],
-                    content=entry.get("content") or "",
-                    tool_calls=entry.get("tool_calls", []),
-                    tool_call_id=entry.get("tool_call_id", ""),
-                )
-            Turn.objects.filter(pk=turn.pk).update(
-                status=TurnStatus.CANCELLED, cancel_requested_at=now, finished_at=now, loop_state=None
-            )
-            stored = [lifecycle.emitter_for(turn).record(ServerEvent.TURN_FINISHED, {"status": TurnStatus.CANCELLED})]
-            group = conversation.group_name
-            transaction.on_commit(lambda: [events.publish(group, frame) for frame in stored])
-            return "cancelled"
+            waiting.conversation = conversation
+            if lifecycle.cancel_waiting(waiting):
+                return "cancelled"
     # It finished between the read and the update: nothing left to stop.
     raise TurnCancelRefused(_("No turn is running in this conversation."))

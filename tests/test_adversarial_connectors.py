@@ -106,7 +106,7 @@ def fake():
 @pytest.fixture
 def resumed(monkeypatch):
     handed: list[int] = []
-    monkeypatch.setattr("chat.tasks.resume_turn_soon", handed.append)
+    monkeypatch.setattr("chat.turns.dispatch.resume_soon", handed.append)
     return handed
 
 

@@ -78,7 +78,7 @@ def world(settings, fake, people_http, django_user_model):
 def resumed(monkeypatch):
     """Turns the decision services handed to a worker (after commit)."""
     handed: list[int] = []
-    monkeypatch.setattr("chat.tasks.resume_turn_soon", handed.append)
+    monkeypatch.setattr("chat.turns.dispatch.resume_soon", handed.append)
     return handed
 
 

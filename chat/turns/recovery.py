@@ -10,15 +10,12 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from django.conf import settings
-from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone, translation
 from django.utils.translation import gettext as _
 
-from chat import events
 from chat.models import Turn, TurnStatus
-from chat.protocol import ServerEvent
-from chat.turns import lifecycle
+from chat.turns import dispatch, lifecycle
 
 logger = logging.getLogger(__name__)
 
@@ -90,12 +87,10 @@ def _queued_before(moment) -> Q:
 
 
 def _turn_requeue(*, turn_id: int, condition: Q) -> bool:
-    from chat.tasks import run_turn
-
     if not Turn.objects.filter(condition, pk=turn_id).update(requeued_at=timezone.now()):
         return False
     try:
-        run_turn.delay(turn_id)
+        dispatch.send(turn_id)
     except Exception as exc:
         # Broker still away: try again next round rather than count this.
         logger.warning("turn %s: could not enqueue again: %s", turn_id, exc)
@@ -105,23 +100,11 @@ def _turn_requeue(*, turn_id: int, condition: Q) -> bool:
 
 
 def _turn_fail_abandoned(*, turn_id: int, condition: Q, code: str, message) -> bool:
-    """Fail one turn if `condition` still holds, with its events stored in
-    the same transaction and published after commit."""
+    """Fail one turn if `condition` still holds (lifecycle.fail_abandoned),
+    its message in the turn's language."""
     turn = Turn.objects.select_related("conversation").filter(pk=turn_id).first()
     if turn is None:
         return False
     with translation.override(lifecycle.turn_language(turn)):
         text = str(message)
-    with transaction.atomic():
-        if not Turn.objects.filter(condition, pk=turn_id).update(
-            status=TurnStatus.FAILED, error=text, finished_at=timezone.now()
-        ):
-            return False  # finished or claimed meanwhile
-        emit = lifecycle.emitter_for(turn)
-        stored = [
-            emit.record(ServerEvent.ERROR, {"code": code, "message": text}),
-            emit.record(ServerEvent.TURN_FINISHED, {"status": TurnStatus.FAILED}),
-        ]
-        group = turn.conversation.group_name
-        transaction.on_commit(lambda: [events.publish(group, frame) for frame in stored])
-    return True
+    return lifecycle.fail_abandoned(turn, condition=condition, code=code, message=text)

@@ -14,7 +14,6 @@ from django.utils import timezone, translation
 from django.utils.translation import gettext as _
 
 from audit.services import AuditWriteError
-from chat import events
 from chat.agent import ABANDONED, CANCELLED, LoopState, TurnAbandoned, TurnCancelled, TurnSuspended, run_agent_loop
 from chat.approvals import (
     requested_payload,
@@ -30,6 +29,7 @@ from chat.prompt import mention_note, mentioned_targets, turn_inputs
 from chat.protocol import ServerEvent
 from chat.turns import heartbeat, lifecycle, model_choice
 from chat.turns import statements as sql
+from chat.turns.emitter import TurnEmitter
 from governance.models import LlmModel, Tier
 from owlai import prepared
 
@@ -190,7 +190,7 @@ def _resume(turn: Turn) -> None:
 
 def _converse(
     turn: Turn,
-    emit: events.TurnEmitter,
+    emit: TurnEmitter,
     ctx: TurnContext,
     model: LlmModel,
     *,
@@ -281,7 +281,7 @@ def _offered_tools(ctx: TurnContext, resources, *, first: list[dict] | None):
     return offered
 
 
-def _interruption(turn_id: int, emit: events.TurnEmitter) -> str | None:
+def _interruption(turn_id: int, emit: TurnEmitter) -> str | None:
     """Whether the turn should stop before its next model or tool call, in
     one query: ABANDONED when it is no longer running (the recovery job
     failed it), its conversation was deleted, or its events can no longer be
@@ -295,25 +295,19 @@ def _interruption(turn_id: int, emit: events.TurnEmitter) -> str | None:
     return None
 
 
-def _suspend(turn: Turn, emit: events.TurnEmitter, suspended: TurnSuspended, *, loaded: list[str]) -> bool:
+def _suspend(turn: Turn, emit: TurnEmitter, suspended: TurnSuspended, *, loaded: list[str]) -> bool:
     """The turn waits for an approval, holding no worker: the pending request,
     the loop's state and the `approval.requested` event in one transaction,
-    conditional on the turn still running (as lifecycle.finish). The task then ends;
-    the decision or the expiry job queues the turn again."""
-    emit.flush()
+    conditional on the turn still running (lifecycle.wait_for_approval). The
+    task then ends; the decision or the expiry job queues the turn again."""
     state = suspended.state
     with transaction.atomic():
         approval = tool_approval_create(turn=turn, request=suspended.request, tool_call_id=state.pending[0]["id"])
         stored = {**state.as_json(), "loaded": loaded, "approval_id": str(approval.pk)}
-        if not Turn.objects.filter(pk=turn.pk, status=TurnStatus.RUNNING).update(
-            status=TurnStatus.WAITING_APPROVAL, loop_state=stored
-        ):
+        if not lifecycle.wait_for_approval(turn, emit, loop_state=stored, requested=requested_payload(approval)):
             transaction.set_rollback(True)
             logger.warning("turn %s was finished elsewhere (recovery); not waiting for its approval", turn.pk)
             return False
-        frame = emit.record(ServerEvent.APPROVAL_REQUESTED, requested_payload(approval))
-    turn.status = TurnStatus.WAITING_APPROVAL
-    events.publish(emit.group, frame)
     return True
 
 

@@ -104,8 +104,7 @@ def claimed_turn(*, from_claim: bool) -> str:
     source = "claimed" if from_claim else Turn._meta.db_table
     return (
         f"SELECT {prepared.columns(Turn, 't')}, {prepared.columns(Conversation, 'c')},"
-        f" {prepared.columns(user_model, 'u')},"
-        f" (SELECT MAX(e.seq) FROM {TurnEvent._meta.db_table} e WHERE e.turn_id = t.id)"
+        f" {prepared.columns(user_model, 'u')}"
         f" FROM {source} t JOIN {Conversation._meta.db_table} c ON c.id = t.conversation_id"
         f" JOIN {user_model._meta.db_table} u ON u.{user_model._meta.pk.column} = c.owner_id"
         + ("" if from_claim else " WHERE t.id = %s")
@@ -134,15 +133,6 @@ def pin_and_record(with_model: bool) -> str:
     return (
         f"WITH pinned AS ({pin(with_model)}) {turn_model().removesuffix(' RETURNING id')}"
         " AND EXISTS (SELECT 1 FROM pinned) RETURNING id"
-    )
-
-
-@cache
-def end() -> str:
-    """A running turn's end (conditional: the recovery job may have ended it)."""
-    return (
-        f"UPDATE {Turn._meta.db_table} SET status = %s, error = %s, finished_at = %s, loop_state = NULL"
-        f" WHERE id = %s AND status = '{TurnStatus.RUNNING}' RETURNING id"
     )
 
 
