@@ -23,7 +23,8 @@ from chat.approvals import (
 from chat.context import TurnContext
 from chat.executor import execute_tool_call, tool_definitions
 from chat.executor.tools.connectors import connector_turn
-from chat.llm import ModelError, client_for
+from chat.llm import ModelError
+from chat.model_clients import client_for
 from chat.models import Conversation, Message, MessageRole, Turn, TurnStatus
 from chat.prompt import mention_note, mentioned_targets, turn_inputs
 from chat.protocol import ServerEvent
