@@ -54,7 +54,7 @@ from audit.models import EventKind, ResourceKind
 from chat.executor.policy import ApprovalSuspends, Decision
 from chat.executor.reasons import Reason
 from chat.models import AlwaysAllow, ApprovalStatus, ToolApproval, Turn, TurnStatus
-from chat.turns import dispatch, lifecycle
+from chat.turns import dispatch, lifecycle, origins
 from governance.visibility import ConnectorToolView
 
 logger = logging.getLogger(__name__)
@@ -161,8 +161,9 @@ class ConnectorApprovalGate:
     def request(self, call, decision: Decision) -> Decision:
         view = call.target.resource if call.target is not None else None
         ctx = call.ctx
-        if not isinstance(view, ConnectorToolView) or not ctx.conversation_id or not ctx.turn_id:
-            # Only connector calls of a stored turn can wait for a person.
+        if not isinstance(view, ConnectorToolView) or not ctx.conversation_id or not ctx.turn_id or not _may_ask(ctx):
+            # Only connector calls of a stored turn whose origin has somebody
+            # to answer (a chat page) can wait for a person.
             return Decision.deny(CANNOT_ASK)
         # Nobody is asked to approve a call its own checks would refuse
         # (Refused propagates: a denied row, as from the checks stage).
@@ -235,6 +236,13 @@ class ConnectorApprovalGate:
         if approval.status in (ApprovalStatus.APPROVED, ApprovalStatus.ALWAYS_ALLOWED):
             return Decision.allow()
         return Decision.deny(DENIED_BY_USER if approval.status == ApprovalStatus.DENIED else EXPIRED)
+
+
+def _may_ask(ctx) -> bool:
+    try:
+        return origins.origin_named(ctx.origin).asks_approval
+    except origins.UnknownOrigin:
+        return False
 
 
 def _shown(call) -> Any:

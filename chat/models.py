@@ -124,6 +124,10 @@ class Turn(models.Model):
     # The number the turn's last event took: the journal takes the next ones
     # with a conditional UPDATE of this column (chat.turns.journal).
     last_seq = models.PositiveIntegerField(default=0, editable=False)
+    # Where the run comes from (chat.turns.origins) and which run of it:
+    # carried to every audit row the run writes.
+    origin = models.CharField(_("origin"), max_length=20, default="chat")
+    origin_ref = models.CharField(_("origin reference"), max_length=100, blank=True)
 
     class Meta:
         verbose_name = _("turn")

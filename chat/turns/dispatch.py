@@ -68,6 +68,12 @@ def _run_here(turn_id: int) -> None:
         close_old_connections()
 
 
+def run_now(turn_id: int) -> None:
+    """Run a turn in this thread, to its end (or its wait): a script's run,
+    which has nothing else to do meanwhile. The same task a worker runs."""
+    _run_here(turn_id)
+
+
 async def run_in_process(turn_id: int) -> None:
     """Run a turn in this process, in a thread, from the server's event loop."""
     task = asyncio.get_running_loop().create_task(sync_to_async(_run_here, thread_sensitive=False)(turn_id))

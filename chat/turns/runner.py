@@ -25,10 +25,10 @@ from chat.executor import execute_tool_call, tool_definitions
 from chat.executor.tools.connectors import connector_turn
 from chat.llm import ModelError
 from chat.model_clients import client_for
-from chat.models import Conversation, Message, MessageRole, Turn, TurnStatus
+from chat.models import Conversation, Message, MessageRole, Turn, TurnStatus, UrlReference, VaultEntry
 from chat.prompt import mention_note, mentioned_targets, turn_inputs
 from chat.protocol import ServerEvent
-from chat.turns import heartbeat, lifecycle, model_choice
+from chat.turns import heartbeat, lifecycle, model_choice, origins
 from chat.turns import statements as sql
 from chat.turns.emitter import TurnEmitter
 from governance.models import LlmModel, Tier
@@ -62,6 +62,11 @@ def turn_run(*, turn_id: int) -> None:
     # Everything the turn says (rejections, failures, the executor's reasons,
     # the demo model's replies) is in the language resolved at turn start.
     with heartbeat.TurnHeartbeat(turn.pk), translation.override(lifecycle.turn_language(turn)):
+        try:
+            origin = origins.origin_named(turn.origin)
+        except origins.UnknownOrigin:
+            lifecycle.reject(turn, lifecycle.emitter_for(turn), _("This run's origin is not known here."))
+            return
         if turn.conversation.deleted_at is not None:
             lifecycle.reject(turn, lifecycle.emitter_for(turn), _("This conversation was deleted."))
             return
@@ -71,10 +76,13 @@ def turn_run(*, turn_id: int) -> None:
             else:
                 _run(turn)
         finally:
-            # Deleted while this turn ran: what the turn put in the vault goes too.
-            if prepared.fetchall(sql.deleted(), [sql.conversation_key(turn.conversation_id)]):
-                from chat.models import VaultEntry
-
+            # Deleted while this turn ran: what the turn put in the vault goes
+            # too. A run whose origin keeps its originals only while it runs
+            # leaves none behind either.
+            if origin.vault_scope == origins.VaultScope.RUN:
+                VaultEntry.objects.filter(conversation_id=turn.conversation_id).delete()
+                UrlReference.objects.filter(conversation_id=turn.conversation_id).delete()
+            elif prepared.fetchall(sql.deleted(), [sql.conversation_key(turn.conversation_id)]):
                 VaultEntry.objects.filter(conversation_id=turn.conversation_id).delete()
 
 
@@ -135,6 +143,8 @@ def _run(turn: Turn) -> None:
         provider_name=model.provider.name,
         conversation_id=conversation.pk,
         turn_id=turn.pk,
+        origin=turn.origin,
+        origin_ref=turn.origin_ref,
         language=lifecycle.turn_language(turn),
     )
     emit(
@@ -176,6 +186,8 @@ def _resume(turn: Turn) -> None:
         provider_name=model.provider.name,
         conversation_id=conversation.pk,
         turn_id=turn.pk,
+        origin=turn.origin,
+        origin_ref=turn.origin_ref,
     )
     loop_state = turn.loop_state
     _converse(
