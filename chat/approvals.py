@@ -14,7 +14,7 @@ chat app loads) answers for one call, in this order:
 3. the user's "always allow" of the tool (for its current definition) ->
    runs without asking (`approval_auto_approved`);
 4. otherwise the turn waits: ApprovalSuspends. The turn runner
-   (chat.services) stores a pending ToolApproval, the loop's state and the
+   (chat.turns.runner) stores a pending ToolApproval, the loop's state and the
    `approval.requested` event in one transaction, and the worker task ends:
    a waiting turn holds no worker. The user's decision
    (`tool_approval_decide`: websocket `approval.decide`, HTTP API) or the

@@ -1,6 +1,6 @@
 """Websocket endpoint for one conversation: /ws/chat/<conversation id>/.
 
-Thin: validate frames, start turns through `chat.services`, relay turn events
+Thin: validate frames, start turns through `chat.turns.start`, relay turn events
 from the conversation's group. A bad frame gets an `error` event and the
 socket stays open.
 
@@ -68,8 +68,9 @@ from accounts.language import browser_language
 from accounts.sessions import session_signs_in
 from chat.models import Conversation
 from chat.protocol import ClientFrame, ServerEvent
-from chat.services import TurnCancelRefused, TurnRefused, turn_cancel, turn_start
 from chat.turns import dispatch
+from chat.turns.cancel import TurnCancelRefused, turn_cancel
+from chat.turns.start import TurnRefused, turn_start
 from chat.turns.timeline import conversation_state, turn_events_after
 
 logger = logging.getLogger(__name__)

@@ -104,7 +104,7 @@ class Turn(models.Model):
     # Set by the one worker whose conditional UPDATE (queued -> running) won.
     started_at = models.DateTimeField(_("started"), null=True, blank=True)
     # Renewed by the running worker every OWLAI_TURN_HEARTBEAT_SECONDS; a
-    # running turn whose heartbeat went stale lost its worker (chat.recovery).
+    # running turn whose heartbeat went stale lost its worker (chat.turns.recovery).
     heartbeat_at = models.DateTimeField(_("heartbeat"), null=True, blank=True)
     # A queued turn no worker claimed is handed to the queue again once
     # (its message may have been lost with Redis), then failed.

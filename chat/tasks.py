@@ -21,7 +21,7 @@ logger = logging.getLogger(__name__)
     # Prefork pool: the soft limit raises inside the turn, which then fails
     # cleanly; the hard limit is the backstop. The threads pool (production,
     # README) cannot enforce them: there the heartbeat stops for a turn past
-    # OWLAI_TURN_TIMEOUT_SECONDS and the recovery job fails it (chat.services).
+    # OWLAI_TURN_TIMEOUT_SECONDS and the recovery job fails it (chat.turns.recovery).
     soft_time_limit=settings.OWLAI_TURN_TIMEOUT_SECONDS,
     time_limit=settings.OWLAI_TURN_TIMEOUT_SECONDS + 30,
 )
@@ -32,7 +32,7 @@ def run_turn(turn_id: int) -> None:
 @shared_task(name="chat.recover_turns", ignore_result=True)
 def recover_turns() -> None:
     """Beat, every OWLAI_TURN_RECOVERY_SECONDS: fail turns whose worker died,
-    enqueue once more turns no worker claimed (chat.services.turns_recover)."""
+    enqueue once more turns no worker claimed (chat.turns.recovery.turns_recover)."""
     turns_recover()
 
 

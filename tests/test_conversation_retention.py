@@ -15,8 +15,9 @@ from audit.services import tool_call_audit_write
 from chat.executor import spill_folder
 from chat.models import Conversation, Message, Turn, TurnStatus, VaultEntry
 from chat.retention import conversations_purge
-from chat.services import TurnRefused, conversation_create, conversation_delete, turn_start
+from chat.services import conversation_create, conversation_delete
 from chat.turns.runner import turn_run
+from chat.turns.start import TurnRefused, turn_start
 from chat.vault import DbVault
 
 pytestmark = pytest.mark.django_db

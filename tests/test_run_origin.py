@@ -37,8 +37,9 @@ def test_a_scripted_run_is_audited_with_its_origin(personas, install_models, cap
 
 @pytest.mark.django_db(transaction=True)
 def test_a_chat_turn_keeps_the_chat_origin(personas, install_models):
-    from chat.services import conversation_create, turn_start
+    from chat.services import conversation_create
     from chat.turns.runner import turn_run
+    from chat.turns.start import turn_start
 
     conversation = conversation_create(owner=personas.staff)
     turn = turn_start(

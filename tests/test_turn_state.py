@@ -18,11 +18,12 @@ from django.utils import timezone
 
 from chat import events as chat_events
 from chat.models import Conversation, Turn, TurnEvent, TurnStatus
-from chat.services import conversation_create, turn_start
+from chat.services import conversation_create
 from chat.turns.emitter import make_emitter
 from chat.turns.lifecycle import turn_claim
 from chat.turns.recovery import turns_recover
 from chat.turns.runner import turn_run
+from chat.turns.start import turn_start
 from tests.test_websocket import communicator, receive_until, session_cookie
 
 
