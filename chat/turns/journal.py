@@ -5,7 +5,7 @@
 changes, only while the turn is in the state the writer expects) and stores
 them with that UPDATE: one statement on PostgreSQL (a data-modifying WITH),
 one transaction elsewhere. So two writers (the worker, the recovery job, a
-decision) can never take the same number, nothing reads MAX(seq), and a turn
+decision) can never take the same number, none reads the largest stored one, and a turn
 is never said to be in a state without the events a resync shows.
 
 The stored events are published on the conversation's group after commit:
