@@ -35,11 +35,15 @@ def lock(for_update: bool) -> str:
 
 @cache
 def touch() -> str:
+    """The conversation's title and time at a turn's start (elsewhere than
+    PostgreSQL; there `start` does it in the same statement)."""
     return f"UPDATE {Conversation._meta.db_table} SET title = %s, updated_at = %s WHERE id = %s RETURNING id"
 
 
 @cache
 def message_turn_index() -> int:
+    """Where the turn id sits among a message's INSERT values: `start` takes
+    it from the new turn, not from a parameter."""
     return [f.name for f in prepared.insert_fields(Message)].index("turn")
 
 
@@ -62,6 +66,8 @@ def start() -> str:
 
 @cache
 def chat_default() -> str:
+    """The chat default model with its provider, in one read: most turns
+    use the default."""
     return (
         f"SELECT {prepared.columns(LlmModel, 'm')}, {prepared.columns(Provider, 'p')}"
         f" FROM {FeatureDefault._meta.db_table} f JOIN {LlmModel._meta.db_table} m ON m.id = f.model_id"
@@ -92,6 +98,8 @@ def claim() -> str:
 
 @cache
 def claim_and_read() -> str:
+    """`claim` and the read of the claimed turn with its conversation and
+    owner, one statement: the worker's first round trip of every turn."""
     return f"WITH claimed AS ({claim()}) " + claimed_turn(from_claim=True)
 
 
@@ -124,6 +132,7 @@ def pin(with_model: bool) -> str:
 
 @cache
 def turn_model() -> str:
+    """What the turn runs on, recorded with the pin (`pin_and_record`)."""
     return f"UPDATE {Turn._meta.db_table} SET model_name = %s, provider_name = %s, tier = %s WHERE id = %s RETURNING id"
 
 
@@ -143,6 +152,8 @@ def conversation_key(conversation_id):
 
 @cache
 def deleted() -> str:
+    """Whether the conversation was deleted while the turn ran: read after
+    every turn, to drop what it put in the vault."""
     return f"SELECT 1 FROM {Conversation._meta.db_table} WHERE id = %s AND deleted_at IS NOT NULL"
 
 
@@ -157,11 +168,14 @@ def interruption() -> str:
 
 @cache
 def turns() -> str:
+    """A conversation's turns: every socket's connect and every resync reads them."""
     return f"SELECT {prepared.columns(Turn, 't')} FROM {Turn._meta.db_table} t WHERE t.conversation_id = %s"
 
 
 @cache
 def timeline_messages() -> str:
+    """A conversation's messages in order, only the columns the timeline
+    shows: read on every connect and resync."""
     return (
         f"SELECT m.role, m.content, m.turn_id, m.tool_call_id FROM {Message._meta.db_table} m"
         " WHERE m.conversation_id = %s ORDER BY m.created_at, m.id"
@@ -170,6 +184,8 @@ def timeline_messages() -> str:
 
 @cache
 def step_events() -> str:
+    """The tool-step and approval events of a conversation's turns, from
+    which the timeline renders each step as it was streamed."""
     kinds = ", ".join(
         f"'{kind}'"
         for kind in (
