@@ -52,30 +52,43 @@ def append(
     change_params = [Turn._meta.get_field(name).get_db_prep_save(changes[name], connection) for name in names]
     update_params = [*change_params, turn_id]
     drafts = [TurnEvent(turn_id=turn_id, seq=0, type=str(kind), payload=payload) for kind, payload in frames]
-    with transaction.atomic():  # a savepoint inside the caller's transaction
-        if prepared.writes_in_with():
-            params = [*update_params]
-            for row in rows:
-                params.extend(prepared.insert_values(row))
-            for draft in drafts:
-                params.extend(_event_values(draft))
-            shapes = tuple(type(row) for row in rows)
-            found = prepared.fetchall(_append_sql(names, tuple(when), count, shapes), params)
+    if prepared.writes_in_with():
+        params = [*update_params]
+        for row in rows:
+            params.extend(prepared.insert_values(row))
+        for draft in drafts:
+            params.extend(_event_values(draft))
+        statement = _append_sql(names, tuple(when), count, tuple(type(row) for row in rows))
+        if connection.in_atomic_block:
+            # A savepoint, so a refused number leaves the caller's transaction usable.
+            with transaction.atomic():
+                found = prepared.fetchall(statement, params)
         else:
-            found = prepared.fetchall(_count_sql(names, tuple(when), count), update_params)
-            if found:
-                for row in rows:
-                    row.save(force_insert=True)
+            # One statement is atomic on its own: no BEGIN/COMMIT round trips
+            # for every streamed delta.
+            found = prepared.fetchall(statement, params)
         if not found:
             return None
-        last = found[0][0]
-        for n, draft in enumerate(drafts):
-            draft.seq = last - count + 1 + n
-            if not prepared.writes_in_with():
+        _number(drafts, found[0][0])
+    else:
+        with transaction.atomic():
+            found = prepared.fetchall(_count_sql(names, tuple(when), count), update_params)
+            if not found:
+                return None
+            for row in rows:
+                row.save(force_insert=True)
+            _number(drafts, found[0][0])
+            for draft in drafts:
                 prepared.insert(draft)
     stored = [draft.as_frame() for draft in drafts]
     publish_after_commit(group, stored)
     return stored
+
+
+def _number(drafts: list[TurnEvent], last: int) -> None:
+    """The events took the numbers up to `last`, in order."""
+    for n, draft in enumerate(drafts):
+        draft.seq = last - len(drafts) + 1 + n
 
 
 def publish_after_commit(group: str, frames: list[dict]) -> None:
