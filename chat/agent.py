@@ -16,6 +16,7 @@ from chat.context import TurnContext
 from chat.executor import ToolResult
 from chat.executor.policy import ApprovalSuspends
 from chat.llm import AssistantReply, ModelClient, ToolCall
+from chat.protocol import ServerEvent
 from governance.refusals import localize
 
 Emit = Callable[[str, dict], None]
@@ -312,7 +313,7 @@ def run_agent_loop(
         for index, call in enumerate(calls):
             check()
             if not (index == 0 and first_announced):
-                emit("tool.started", step_started_payload(call))
+                emit(ServerEvent.TOOL_STARTED, step_started_payload(call))
             started = time.perf_counter()
             try:
                 with gate_decisions() as gate:
@@ -324,7 +325,7 @@ def run_agent_loop(
             if gate.get("decision"):
                 # Needed an approval, decided without asking (auto-approved / auto-blocked).
                 finished["approval"] = {"decision": gate["decision"]}
-            emit("tool.finished", finished)
+            emit(ServerEvent.TOOL_FINISHED, finished)
             new.append({"role": "tool", "tool_call_id": call.id, "content": result.content})
 
     if resume is not None:
@@ -332,7 +333,7 @@ def run_agent_loop(
         run_calls(waiting, first_announced=True)
     while steps < max_steps:
         check()
-        stream = TokenSafeStream(lambda text: emit("message.delta", {"text": text}))
+        stream = TokenSafeStream(lambda text: emit(ServerEvent.MESSAGE_DELTA, {"text": text}))
         sent = fit_history(messages + new, budget=budget, current=current)
         offered = tools() if callable(tools) else tools
         reply = client.complete(messages=sent, tools=offered, on_delta=stream.feed)
@@ -343,7 +344,7 @@ def run_agent_loop(
         # turn ends cancelled rather than completed.
         check()
         if not reply.tool_calls:
-            emit("message.completed", {"text": reply.content})
+            emit(ServerEvent.MESSAGE_COMPLETED, {"text": reply.content})
             return LoopResult(new_messages=new, final_text=reply.content, step_limit_hit=False)
         run_calls(reply.tool_calls, first_announced=False)
     return LoopResult(new_messages=new, final_text="", step_limit_hit=True)

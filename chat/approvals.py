@@ -14,7 +14,7 @@ chat app loads) answers for one call, in this order:
 3. the user's "always allow" of the tool (for its current definition) ->
    runs without asking (`approval_auto_approved`);
 4. otherwise the turn waits: ApprovalSuspends. The turn runner
-   (chat.services) stores a pending ToolApproval, the loop's state and the
+   (chat.turns.runner) stores a pending ToolApproval, the loop's state and the
    `approval.requested` event in one transaction, and the worker task ends:
    a waiting turn holds no worker. The user's decision
    (`tool_approval_decide`: websocket `approval.decide`, HTTP API) or the
@@ -45,24 +45,19 @@ from typing import Any
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import transaction
-from django.db.models import Max
 from django.utils import timezone
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_noop
 
 from audit.events import audit_event_write
 from audit.models import EventKind, ResourceKind
-from chat import events
 from chat.executor.policy import ApprovalSuspends, Decision
 from chat.executor.reasons import Reason
-from chat.models import AlwaysAllow, ApprovalStatus, ToolApproval, Turn, TurnEvent, TurnStatus
+from chat.models import AlwaysAllow, ApprovalStatus, ToolApproval, Turn, TurnStatus
+from chat.turns import dispatch, lifecycle, origins
 from governance.visibility import ConnectorToolView
 
 logger = logging.getLogger(__name__)
-
-# Server -> client events (stored with the turn, README "Websocket protocol").
-APPROVAL_REQUESTED = "approval.requested"
-APPROVAL_DECIDED = "approval.decided"
 
 # What the user may answer (websocket `approval.decide`, HTTP API).
 DECISIONS = {
@@ -166,8 +161,9 @@ class ConnectorApprovalGate:
     def request(self, call, decision: Decision) -> Decision:
         view = call.target.resource if call.target is not None else None
         ctx = call.ctx
-        if not isinstance(view, ConnectorToolView) or not ctx.conversation_id or not ctx.turn_id:
-            # Only connector calls of a stored turn can wait for a person.
+        if not isinstance(view, ConnectorToolView) or not ctx.conversation_id or not ctx.turn_id or not _may_ask(ctx):
+            # Only connector calls of a stored turn whose origin has somebody
+            # to answer (a chat page) can wait for a person.
             return Decision.deny(CANNOT_ASK)
         # Nobody is asked to approve a call its own checks would refuse
         # (Refused propagates: a denied row, as from the checks stage).
@@ -240,6 +236,13 @@ class ConnectorApprovalGate:
         if approval.status in (ApprovalStatus.APPROVED, ApprovalStatus.ALWAYS_ALLOWED):
             return Decision.allow()
         return Decision.deny(DENIED_BY_USER if approval.status == ApprovalStatus.DENIED else EXPIRED)
+
+
+def _may_ask(ctx) -> bool:
+    try:
+        return origins.origin_named(ctx.origin).asks_approval
+    except origins.UnknownOrigin:
+        return False
 
 
 def _shown(call) -> Any:
@@ -447,22 +450,14 @@ def _settle(
 def _resume(turn_id: int, decided: dict) -> None:
     """Record `approval.decided` with the turn and queue the turn again (when
     it still waits: a turn failed meanwhile stays failed); after commit a new
-    task takes it (chat.tasks.resume_turn_soon)."""
+    task takes it (chat.turns.dispatch.resume_soon)."""
     turn = Turn.objects.select_for_update().select_related("conversation").filter(pk=turn_id).first()
     if turn is None or turn.status != TurnStatus.WAITING_APPROVAL:
         return
-    last = TurnEvent.objects.filter(turn_id=turn.pk).aggregate(last=Max("seq"))["last"] or 0
-    frame = TurnEvent.objects.create(turn=turn, seq=last + 1, type=APPROVAL_DECIDED, payload=decided).as_frame()
-    Turn.objects.filter(pk=turn.pk).update(status=TurnStatus.QUEUED, queued_at=timezone.now(), requeued_at=None)
-    group = turn.conversation.group_name
-
-    def after_commit() -> None:
-        from chat.tasks import resume_turn_soon
-
-        events.publish(group, frame)
-        resume_turn_soon(turn.pk)
-
-    transaction.on_commit(after_commit)
+    if not lifecycle.requeue_decided(turn, decided):
+        return
+    # After the event's own publishing (registered first, run first).
+    transaction.on_commit(lambda: dispatch.resume_soon(turn.pk))
 
 
 def always_allow_revoke(*, grant: AlwaysAllow, actor, request=None) -> AlwaysAllow:

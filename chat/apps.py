@@ -14,3 +14,5 @@ class ChatConfig(AppConfig):
         from chat.executor.policy import set_approval_gate
 
         set_approval_gate(ConnectorApprovalGate())
+        # Registers the run task, which chat.turns.dispatch finds by name.
+        from chat import tasks  # noqa: F401

@@ -1,6 +1,6 @@
 """Websocket endpoint for one conversation: /ws/chat/<conversation id>/.
 
-Thin: validate frames, start turns through `chat.services`, relay turn events
+Thin: validate frames, start turns through `chat.turns.start`, relay turn events
 from the conversation's group. A bad frame gets an `error` event and the
 socket stays open.
 
@@ -66,17 +66,12 @@ from django.utils.translation import gettext as _
 
 from accounts.language import browser_language
 from accounts.sessions import session_signs_in
-from chat import events
 from chat.models import Conversation
-from chat.services import (
-    TurnCancelRefused,
-    TurnRefused,
-    conversation_state,
-    turn_cancel,
-    turn_events_after,
-    turn_start,
-)
-from chat.tasks import enqueue_turn, run_turn
+from chat.protocol import ClientFrame, ServerEvent
+from chat.turns import dispatch
+from chat.turns.cancel import TurnCancelRefused, turn_cancel
+from chat.turns.start import TurnRefused, turn_start
+from chat.turns.timeline import conversation_state, turn_events_after
 
 logger = logging.getLogger(__name__)
 
@@ -284,21 +279,24 @@ class ChatConsumer(AsyncWebsocketConsumer):
             return
         # turn.start checks the session in the same step as it starts the
         # turn (one trip to the database's thread, on the hot path).
-        if payload["type"] in ("turn.cancel", "sync", "approval.decide") and not await self._session_alive():
+        if (
+            payload["type"] in (ClientFrame.TURN_CANCEL, ClientFrame.SYNC, ClientFrame.APPROVAL_DECIDE)
+            and not await self._session_alive()
+        ):
             # Signed out (or the session expired) since this socket opened:
             # the page signs in again and comes back (README close codes).
             await self._close_for_limit(CLOSE_UNAUTHENTICATED)
             return
-        if payload["type"] == "turn.start":
+        if payload["type"] == ClientFrame.TURN_START:
             if not self._turn_starts.take():
                 await self._rate_limited(_("Too many turns started; wait a moment before asking again."), ref=ref)
                 return
             await self._turn_start(payload, ref)
-        elif payload["type"] == "turn.cancel":
+        elif payload["type"] == ClientFrame.TURN_CANCEL:
             await self._turn_cancel(payload, ref)
-        elif payload["type"] == "sync":
+        elif payload["type"] == ClientFrame.SYNC:
             await self._sync_frame(payload)
-        elif payload["type"] == "approval.decide":
+        elif payload["type"] == ClientFrame.APPROVAL_DECIDE:
             await self._approval_decide(payload, ref)
         else:
             await self._error("unknown_type", _("Unknown event type: %(type)s") % {"type": payload["type"][:50]})
@@ -338,9 +336,9 @@ class ChatConsumer(AsyncWebsocketConsumer):
             # Only to this socket, before any event of the turn (the worker's
             # events wait in this consumer's queue until this handler
             # returns): the page now knows its message was taken.
-            await self._send_json({"type": "turn.started", "turn_id": turn.pk, "ref": ref})
-        if settings.CELERY_TASK_ALWAYS_EAGER:
-            await enqueue_turn(turn.pk)  # in this process, on this event loop
+            await self._send_json({"type": ServerEvent.TURN_STARTED, "turn_id": turn.pk, "ref": ref})
+        if dispatch.in_process():
+            await dispatch.run_in_process(turn.pk)  # in this process, on this event loop
 
     async def _turn_cancel(self, payload: dict, ref: str | None) -> None:
         """{"type": "turn.cancel"} (optionally "turn_id"): Stop. The turn ends
@@ -438,7 +436,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
         return write_buffer_bytes(getattr(self._protocol, "transport", None))
 
     async def _error(self, code: str, message: str, *, ref: str | None = None) -> None:
-        frame = {"type": events.ERROR, "code": code, "message": message}
+        frame = {"type": ServerEvent.ERROR, "code": code, "message": message}
         if ref is not None:
             frame["ref"] = ref
         await self._send_json(frame)
@@ -461,13 +459,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
         with translation.override(self.language):
             # turn_start reads the conversation afresh under its lock.
             turn = turn_start(conversation=self.conversation, user=self.scope["user"], text=text, model=model)
-        if not settings.CELERY_TASK_ALWAYS_EAGER:
-            try:
-                run_turn.delay(turn.pk)
-            except Exception as exc:
-                # The broker is away (Redis restarting). The turn is stored as
-                # queued; the recovery job enqueues it again (chat.services).
-                logger.warning("turn %s stored but not enqueued: %s", turn.pk, exc)
+        dispatch.send_after_start(turn.pk)
         return turn
 
     @off_loop

@@ -35,9 +35,11 @@ from channels_redis.pubsub import RedisPubSubChannelLayer, RedisPubSubLoopLayer,
 from channels_redis.utils import _consistent_hash, _wrap_close, decode_hosts
 from redis.asyncio.client import PubSub
 
+from chat.protocol import LayerMessage
+
 logger = logging.getLogger(__name__)
 
-RECOVERED = {"type": "layer.recovered"}
+RECOVERED = {"type": LayerMessage.LAYER_RECOVERED.value}
 
 
 class DropCounter:

@@ -31,7 +31,6 @@ from __future__ import annotations
 import email.utils
 import functools
 import json
-import os
 import random
 import socket
 import threading
@@ -500,17 +499,3 @@ def _shared_openai(base_url: str, api_key: str):
     import openai
 
     return openai.OpenAI(base_url=base_url, api_key=api_key, max_retries=0)
-
-
-def client_for(*, provider_kind: str, base_url: str, api_key_env: str, model_name: str) -> ModelClient:
-    if provider_kind == "offline-demo":
-        from chat.demo_model import OfflineDemoClient
-
-        return OfflineDemoClient()
-    if provider_kind == "openai":
-        return OpenAICompatibleClient(
-            base_url=base_url,
-            api_key=os.environ.get(api_key_env, "") if api_key_env else "",
-            model=model_name,
-        )
-    raise ModelError(_("unsupported provider kind: %(kind)s") % {"kind": provider_kind})

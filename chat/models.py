@@ -85,6 +85,10 @@ class TurnStatus(models.TextChoices):
     WAITING_APPROVAL = "waiting_approval", _("Waiting for approval")
 
 
+# A turn in one of these holds its conversation: no other turn may start.
+ACTIVE_TURN_STATUSES = (TurnStatus.QUEUED, TurnStatus.RUNNING, TurnStatus.WAITING_APPROVAL)
+
+
 class Turn(models.Model):
     conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="turns")
     status = models.CharField(_("status"), max_length=20, choices=TurnStatus.choices, default=TurnStatus.QUEUED)
@@ -100,7 +104,7 @@ class Turn(models.Model):
     # Set by the one worker whose conditional UPDATE (queued -> running) won.
     started_at = models.DateTimeField(_("started"), null=True, blank=True)
     # Renewed by the running worker every OWLAI_TURN_HEARTBEAT_SECONDS; a
-    # running turn whose heartbeat went stale lost its worker (chat.recovery).
+    # running turn whose heartbeat went stale lost its worker (chat.turns.recovery).
     heartbeat_at = models.DateTimeField(_("heartbeat"), null=True, blank=True)
     # A queued turn no worker claimed is handed to the queue again once
     # (its message may have been lost with Redis), then failed.
@@ -117,6 +121,13 @@ class Turn(models.Model):
     # messages so far, the tool calls not yet run, model calls made), from
     # which the resuming task continues without re-running anything.
     loop_state = models.JSONField(_("loop state"), null=True, blank=True)
+    # The number the turn's last event took: the journal takes the next ones
+    # with a conditional UPDATE of this column (chat.turns.journal).
+    last_seq = models.PositiveIntegerField(default=0, editable=False)
+    # Where the run comes from (chat.turns.origins) and which run of it:
+    # carried to every audit row the run writes.
+    origin = models.CharField(_("origin"), max_length=20, default="chat")
+    origin_ref = models.CharField(_("origin reference"), max_length=100, blank=True)
 
     class Meta:
         verbose_name = _("turn")

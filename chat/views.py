@@ -20,11 +20,11 @@ from chat.services import (
     ConversationRenameRefused,
     conversation_create,
     conversation_rename,
-    conversation_timeline,
-    mention_tier,
     models_for_conversation,
 )
 from chat.services import conversation_delete as conversation_delete_service
+from chat.turns.model_choice import mention_tier
+from chat.turns.timeline import conversation_timeline
 from governance.models import Feature, FeatureDefault, LlmModel, PiiKindChoice, Tier
 from governance.pii.kinds import TOKEN_LABELS, PiiKind
 from governance.visibility import visible_resources
@@ -285,6 +285,6 @@ def conversation_messages(request: Request, conversation_id) -> Response:
     """What the user sees, in order: their messages (`user`), the assistant's
     texts (`assistant`), each tool call as a `step` (tool, resource, SQL or
     query, outcome, rows, duration, reason, result) and, for turns that ended
-    without an answer, their `status` (chat.services.conversation_timeline)."""
+    without an answer, their `status` (chat.turns.timeline.conversation_timeline)."""
     conversation = get_object_or_404(Conversation.objects.live(), pk=conversation_id, owner=request.user)
     return Response(conversation_timeline(conversation=conversation))

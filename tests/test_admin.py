@@ -6,7 +6,8 @@ import pytest
 from django.urls import reverse
 
 from chat.models import Message
-from chat.services import conversation_create, turn_start
+from chat.services import conversation_create
+from chat.turns.start import turn_start
 from governance.field_crypto import decrypt_text
 from governance.models import DbConnection, LlmModel, Provider
 from governance.services import install_config_sync

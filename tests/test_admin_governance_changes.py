@@ -12,7 +12,8 @@ from django.urls import reverse
 
 from audit.models import AuditEvent
 from chat.models import Conversation, Message
-from chat.services import conversation_create, turn_start
+from chat.services import conversation_create
+from chat.turns.start import turn_start
 from governance.models import ColumnClassification, DbConnection, DbGrant, Role
 from tests.support.governed import classify, governed_connection
 

@@ -17,7 +17,8 @@ import owlai.asgi  # noqa: F401  (imported early: its first import configures lo
 from audit.models import AuditEvent
 from audit.services import tool_call_audit_write
 from chat.models import Message, Turn, TurnEvent
-from chat.services import conversation_create, turn_start
+from chat.services import conversation_create
+from chat.turns.start import turn_start
 from governance.models import ColumnClassification, DbConnection, MaskStat
 from governance.schema_analysis import classify_column
 from tests.support.fake_llm import text

@@ -106,7 +106,7 @@ def fake():
 @pytest.fixture
 def resumed(monkeypatch):
     handed: list[int] = []
-    monkeypatch.setattr("chat.tasks.resume_turn_soon", handed.append)
+    monkeypatch.setattr("chat.turns.dispatch.resume_soon", handed.append)
     return handed
 
 
@@ -181,7 +181,7 @@ def test_finding_a_one_time_approval_is_bound_to_the_definition_it_was_given_for
         tool_approval_decide(approval_id=approval.pk, decision="approve", actor=mail.user)
     # The admin accepts the server's new definition (what the review service stores).
     ConnectorTool.objects.filter(pk=tool.pk).update(definition_hash=real_hash)
-    from chat.services import turn_run
+    from chat.turns.runner import turn_run
 
     turn_run(turn_id=turn.pk)
     assert received(mail) == [], "a call approved for one definition ran under another"
@@ -360,7 +360,7 @@ def test_held_another_user_or_conversation_cannot_decide_and_expiry_refuses(
         tool_approval_decide(approval_id=approval.pk, decision="approve", actor=mail.user)
     approval.refresh_from_db()
     assert approval.status == ApprovalStatus.EXPIRED
-    from chat.services import turn_run
+    from chat.turns.runner import turn_run
 
     turn_run(turn_id=turn.pk)
     assert received(mail) == []

@@ -17,7 +17,7 @@ from django.urls import URLPattern, URLResolver, get_resolver
 from drf_spectacular.generators import SchemaGenerator
 from drf_spectacular.validation import validate_schema
 
-from chat import consumers, events
+from chat import consumers
 from chat.models import Message, MessageRole, Turn, TurnEvent, TurnStatus
 from chat.services import conversation_create
 
@@ -169,9 +169,11 @@ def test_schema_and_its_pages_are_served_from_local_files(django_user_model):
 def test_the_websocket_protocol_is_documented_beside_the_schema(schema):
     description = schema["info"]["description"]
     assert "/ws/chat/<conversation id>/" in description
-    event_types = [value for name, value in vars(events).items() if name.isupper() and isinstance(value, str)]
+    from chat.protocol import ClientFrame, ServerEvent
+
+    event_types = [member.value for member in ServerEvent]
     assert set(event_types) >= {"turn.accepted", "message.delta", "error", "state"}
-    for event_type in [*event_types, "turn.start", "sync"]:
+    for event_type in [*event_types, *(member.value for member in ClientFrame)]:
         assert f"`{event_type}`" in description, event_type
     codes = [value for name, value in vars(consumers).items() if name.startswith("CLOSE_")]
     for code in codes:

@@ -19,7 +19,11 @@ from django.utils import timezone
 from audit.models import AuditEvent, ToolCallAudit
 from chat.approvals import ApprovalError, always_allow_revoke, tool_approval_decide, tool_approvals_expire
 from chat.models import AlwaysAllow, ApprovalStatus, ToolApproval, Turn, TurnEvent, TurnStatus
-from chat.services import TurnRefused, conversation_create, conversation_state, turn_run, turn_start, turns_recover
+from chat.services import conversation_create
+from chat.turns.recovery import turns_recover
+from chat.turns.runner import turn_run
+from chat.turns.start import TurnRefused, turn_start
+from chat.turns.timeline import conversation_state
 from governance.models import LlmModel, Role
 from governance.services import feature_default_set, install_config_sync
 from owlai.install_config import parse_install_config
@@ -75,7 +79,7 @@ def world(settings, fake, people_http, django_user_model):
 def resumed(monkeypatch):
     """Turns the decision services handed to a worker (after commit)."""
     handed: list[int] = []
-    monkeypatch.setattr("chat.tasks.resume_turn_soon", handed.append)
+    monkeypatch.setattr("chat.turns.dispatch.resume_soon", handed.append)
     return handed
 
 
@@ -343,7 +347,7 @@ def test_a_changed_definition_is_asked_about_again(world, resumed, django_captur
 
 
 def test_stop_on_a_waiting_turn_ends_it_and_denies_the_call(world, resumed):
-    from chat.services import turn_cancel
+    from chat.turns.cancel import turn_cancel
 
     world.fake.script = [tool_call(MAIL, {"text": BODY})]
     turn = ask(world)

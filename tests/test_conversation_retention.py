@@ -15,7 +15,9 @@ from audit.services import tool_call_audit_write
 from chat.executor import spill_folder
 from chat.models import Conversation, Message, Turn, TurnStatus, VaultEntry
 from chat.retention import conversations_purge
-from chat.services import TurnRefused, conversation_create, conversation_delete, turn_run, turn_start
+from chat.services import conversation_create, conversation_delete
+from chat.turns.runner import turn_run
+from chat.turns.start import TurnRefused, turn_start
 from chat.vault import DbVault
 
 pytestmark = pytest.mark.django_db
@@ -80,7 +82,7 @@ def test_no_new_turn_in_a_deleted_conversation(chat, personas):
 def test_a_queued_turn_of_a_deleted_conversation_is_rejected_without_a_model_call(chat, personas, monkeypatch):
     turn = turn_start(conversation=chat, user=personas.staff, text="SELECT 1", model=None)
     conversation_delete(conversation=chat)
-    monkeypatch.setattr("chat.services._run", lambda turn: pytest.fail("the turn must not run"))
+    monkeypatch.setattr("chat.turns.runner._run", lambda turn: pytest.fail("the turn must not run"))
     turn_run(turn_id=turn.pk)
     turn.refresh_from_db()
     assert turn.status == TurnStatus.REJECTED
@@ -95,7 +97,7 @@ def test_a_turn_running_while_its_conversation_is_deleted_leaves_no_vault_behind
         # see test_the_vault_of_a_deleted_conversation_accepts_nothing).
         VaultEntry.objects.create(conversation_id=turn.conversation_id, kind="email", number=9, digest="y" * 64)
 
-    monkeypatch.setattr("chat.services._run", run_while_the_owner_deletes)
+    monkeypatch.setattr("chat.turns.runner._run", run_while_the_owner_deletes)
     turn_run(turn_id=turn.pk)
     assert VaultEntry.objects.filter(conversation_id=chat.pk).count() == 0
 
@@ -145,7 +147,7 @@ def test_the_purge_runs_daily_from_beat(settings):
 def test_a_running_turn_stops_when_its_conversation_is_deleted(chat, personas, monkeypatch):
     """The owner deletes while the model is working: the turn stops before its
     next tool call (no SQL runs, nothing lands in the vault, no answer)."""
-    from chat import services as chat_services
+    from chat.turns import runner as chat_services
 
     turn = turn_start(
         conversation=chat, user=personas.staff, text="@sales SELECT name, phone FROM customers", model=None

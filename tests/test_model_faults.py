@@ -28,7 +28,9 @@ from chat.llm import (
     OpenAICompatibleClient,
 )
 from chat.models import Turn
-from chat.services import conversation_create, turn_run, turn_start
+from chat.services import conversation_create
+from chat.turns.runner import turn_run
+from chat.turns.start import turn_start
 from governance.models import LlmModel
 from governance.services import feature_default_set, install_config_sync
 from owlai.install_config import InstallConfigError, parse_install_config

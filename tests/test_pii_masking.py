@@ -19,7 +19,9 @@ from django.urls import reverse
 from audit.models import AuditEvent, ToolCallAudit
 from chat.agent import TokenSafeStream
 from chat.models import VaultEntry
-from chat.services import conversation_create, turn_run, turn_start
+from chat.services import conversation_create
+from chat.turns.runner import turn_run
+from chat.turns.start import turn_start
 from governance.models import ColumnClassification, DbConnection, DbGrant, LlmModel, MaskStat, Role
 from governance.schema_analysis import column_classification_set, schema_analysis_run
 from governance.services import db_connection_set_stored_dsn, feature_default_set, install_config_sync

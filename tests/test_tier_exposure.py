@@ -17,7 +17,9 @@ from django.urls import reverse
 
 import owlai.asgi  # noqa: F401  (imported early: its first import configures logging)
 from audit.models import ToolCallAudit
-from chat.services import conversation_create, turn_run, turn_start
+from chat.services import conversation_create
+from chat.turns.runner import turn_run
+from chat.turns.start import turn_start
 from governance.exposure import (
     ExposureError,
     default_exposure_for_install,

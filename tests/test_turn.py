@@ -9,7 +9,9 @@ import pytest
 
 from audit.models import ToolCallAudit
 from chat.models import Turn
-from chat.services import conversation_create, turn_run, turn_start
+from chat.services import conversation_create
+from chat.turns.runner import turn_run
+from chat.turns.start import turn_start
 from governance.models import LlmModel
 from governance.services import feature_default_set, install_config_sync
 from owlai.install_config import parse_install_config
@@ -181,7 +183,7 @@ def test_step_limit_stops_the_loop(personas, scripted_models, fake, events, sett
 
 
 def test_only_one_active_turn_per_conversation(personas, scripted_models):
-    from chat.services import TurnRefused
+    from chat.turns.start import TurnRefused
 
     conversation = conversation_create(owner=personas.staff)
     turn_start(conversation=conversation, user=personas.staff, text="하나", model=None)

@@ -18,7 +18,12 @@ from django.utils import timezone
 
 from chat import events as chat_events
 from chat.models import Conversation, Turn, TurnEvent, TurnStatus
-from chat.services import conversation_create, turn_claim, turn_run, turn_start, turns_recover
+from chat.services import conversation_create
+from chat.turns.emitter import make_emitter
+from chat.turns.lifecycle import turn_claim
+from chat.turns.recovery import turns_recover
+from chat.turns.runner import turn_run
+from chat.turns.start import turn_start
 from tests.test_websocket import communicator, receive_until, session_cookie
 
 
@@ -65,7 +70,7 @@ def test_deltas_are_coalesced_not_stored_per_token(personas, settings, published
     settings.OWLAI_DELTA_COALESCE_SECONDS = 0.05
     conversation = conversation_create(owner=personas.staff)
     turn = Turn.objects.create(conversation=conversation, status=TurnStatus.RUNNING)
-    emit = chat_events.make_emitter(group=conversation.group_name, turn_id=turn.pk)
+    emit = make_emitter(group=conversation.group_name, turn_id=turn.pk)
     tokens = [f"t{i} " for i in range(500)]
     started = time.monotonic()
     for token in tokens:
@@ -107,7 +112,7 @@ def test_a_seq_already_taken_silences_the_emitter(personas, published, caplog):
     conversation = conversation_create(owner=personas.staff)
     turn = Turn.objects.create(conversation=conversation, status=TurnStatus.RUNNING)
     TurnEvent.objects.create(turn=turn, seq=1, type="error", payload={})
-    emit = chat_events.make_emitter(group=conversation.group_name, turn_id=turn.pk)
+    emit = make_emitter(group=conversation.group_name, turn_id=turn.pk)
     emit("turn.accepted", {})
     emit("tool.started", {})
     assert emit.lost and published == [] and TurnEvent.objects.filter(turn=turn).count() == 1
@@ -132,7 +137,7 @@ def test_a_turn_running_when_its_worker_died_is_not_run_again(personas, install_
     conversation = conversation_create(owner=personas.staff)
     turn = turn_start(conversation=conversation, user=personas.staff, text="SELECT 1", model=None)
     assert turn_claim(turn_id=turn.pk)  # the first worker claimed it, then died
-    monkeypatch.setattr("chat.services._run", lambda turn: pytest.fail("a redelivered task must not run the turn"))
+    monkeypatch.setattr("chat.turns.runner._run", lambda turn: pytest.fail("a redelivered task must not run the turn"))
     turn_run(turn_id=turn.pk)  # redelivered to another worker
     turn.refresh_from_db()
     assert turn.status == TurnStatus.RUNNING and published == []
@@ -156,7 +161,9 @@ def test_a_stale_heartbeat_fails_the_turn_visibly(
     alive_conversation = conversation_create(owner=personas.staff)
     alive = turn_start(conversation=alive_conversation, user=personas.staff, text="둘", model=None)
     assert turn_claim(turn_id=alive.pk)
+    # The worker had stored an event (and taken its number: chat.turns.journal).
     TurnEvent.objects.create(turn=lost, seq=1, type="turn.accepted", payload={})
+    Turn.objects.filter(pk=lost.pk).update(last_seq=1)
     _age(lost, heartbeat_at=settings.OWLAI_TURN_STALE_SECONDS + 1)
     _age(alive, heartbeat_at=settings.OWLAI_TURN_STALE_SECONDS - 5)
 
@@ -179,8 +186,8 @@ def test_a_stale_heartbeat_fails_the_turn_visibly(
 def test_a_worker_that_outlives_its_recovery_does_not_finish_the_turn_twice(
     personas, install_models, settings, published, monkeypatch
 ):
-    from chat import services
     from chat.agent import LoopResult
+    from chat.turns import runner as services
 
     conversation = conversation_create(owner=personas.staff)
     turn = turn_start(conversation=conversation, user=personas.staff, text="하나", model=None)
@@ -242,7 +249,7 @@ def test_the_recovery_job_runs_from_beat(settings):
 
 @pytest.mark.django_db(transaction=True)
 def test_the_heartbeat_is_renewed_while_the_turn_runs(personas, settings):
-    from chat.services import TurnHeartbeat
+    from chat.turns.heartbeat import TurnHeartbeat
 
     settings.OWLAI_TURN_HEARTBEAT_SECONDS = 0.1
     turn = Turn.objects.create(conversation=conversation_create(owner=personas.staff), status=TurnStatus.QUEUED)
@@ -260,7 +267,7 @@ def test_the_heartbeat_is_renewed_while_the_turn_runs(personas, settings):
 def test_turns_joining_do_not_call_for_extra_beats(personas, settings):
     """Beats keep their interval however many turns start: a turn's claim
     wrote its first heartbeat, so one joining is beaten with the others."""
-    from chat.services import TurnHeartbeat
+    from chat.turns.heartbeat import TurnHeartbeat
 
     settings.OWLAI_TURN_HEARTBEAT_SECONDS = 1.0
     conversation = conversation_create(owner=personas.staff)
@@ -544,31 +551,42 @@ def test_a_turn_start_stores_the_turn_its_message_title_and_language(
 @pytest.mark.embedded
 @pytest.mark.parametrize("prepared_statements", [True, False], ids=["prepared", "client-bound"])
 def test_a_turns_end_and_its_rows_are_stored_together_or_not_at_all(personas, settings, prepared_statements):
-    """owlai.prepared.update_and_insert: the rows go in only when the UPDATE
-    matched, and a refused row undoes the UPDATE (one statement on
-    PostgreSQL, one transaction elsewhere)."""
+    """chat.turns.journal.append: the events and rows go in only when the
+    conditional UPDATE matched, and a refused row undoes the UPDATE (one
+    statement on PostgreSQL, one transaction elsewhere)."""
     from django.db import IntegrityError, transaction
 
-    from chat.services import _end_sql
-    from owlai import prepared
+    from chat.models import Message
+    from chat.turns import journal
 
     settings.OWLAI_PREPARED_STATEMENTS = prepared_statements
     conversation = conversation_create(owner=personas.staff)
 
-    def end(turn, *seqs):
-        events = [TurnEvent(turn_id=turn.pk, seq=seq, type="turn.finished", payload={"n": seq}) for seq in seqs]
-        return prepared.update_and_insert(_end_sql(), ["completed", "", timezone.now(), turn.pk], events)
+    def end(turn, *numbers):
+        message = Message(conversation=conversation, turn_id=turn.pk, role="assistant", content="done")
+        return journal.append(
+            turn_id=turn.pk,
+            group=conversation.group_name,
+            frames=[("turn.finished", {"n": n}) for n in numbers],
+            when=(TurnStatus.RUNNING,),
+            changes={"status": TurnStatus.COMPLETED, "finished_at": timezone.now()},
+            rows=[message],
+        )
 
     turn = Turn.objects.create(conversation=conversation, status=TurnStatus.RUNNING)
-    assert end(turn, 1, 2) is True
+    assert [f["seq"] for f in end(turn, 1, 2)] == [1, 2]
     assert Turn.objects.get(pk=turn.pk).status == "completed"
     assert list(TurnEvent.objects.filter(turn=turn).values_list("seq", "payload")) == [(1, {"n": 1}), (2, {"n": 2})]
-    assert end(turn, 3) is False  # no longer running: nothing stored
+    assert Message.objects.filter(turn=turn).count() == 1
+    assert end(turn, 3) is None  # no longer running: nothing stored
     assert TurnEvent.objects.filter(turn=turn).count() == 2
+    assert Message.objects.filter(turn=turn).count() == 1
 
     other = Turn.objects.create(conversation=conversation, status=TurnStatus.RUNNING)
-    TurnEvent.objects.create(turn=other, seq=1, type="turn.accepted")
+    TurnEvent.objects.create(turn=other, seq=1, type="turn.accepted")  # behind the journal's back
     with pytest.raises(IntegrityError), transaction.atomic():
-        end(other, 2, 1)  # seq 1 is taken
+        end(other, 1)  # the number it takes is taken
     assert Turn.objects.get(pk=other.pk).status == TurnStatus.RUNNING
+    assert Turn.objects.get(pk=other.pk).last_seq == 0
     assert TurnEvent.objects.filter(turn=other).count() == 1
+    assert not Message.objects.filter(turn=other).exists()

@@ -17,18 +17,11 @@ from chat.context import TurnContext
 from chat.executor import ToolResult
 from chat.llm import AssistantReply, ToolCall
 from chat.models import Message, Turn, TurnEvent, TurnStatus
-from chat.services import (
-    ConversationRenameRefused,
-    TurnCancelRefused,
-    conversation_create,
-    conversation_rename,
-    conversation_state,
-    conversation_timeline,
-    title_from_message,
-    turn_cancel,
-    turn_run,
-    turn_start,
-)
+from chat.services import ConversationRenameRefused, conversation_create, conversation_rename, title_from_message
+from chat.turns.cancel import TurnCancelRefused, turn_cancel
+from chat.turns.runner import turn_run
+from chat.turns.start import turn_start
+from chat.turns.timeline import conversation_state, conversation_timeline
 from tests import test_turn
 from tests.support.fake_llm import FakeLLMServer, Reply, text, tool_call
 

@@ -173,7 +173,7 @@ def test_a_start_with_a_ref_is_acknowledged_before_its_events_and_errors_echo_it
 
 def test_a_turn_cancel_frame_stops_a_queued_turn(personas, install_models, monkeypatch):
     # No worker picks the turn up: it stays queued until the Stop.
-    monkeypatch.setattr("chat.consumers.enqueue_turn", lambda turn_id: _noop())
+    monkeypatch.setattr("chat.turns.dispatch.run_in_process", lambda turn_id: _noop())
     cookie = session_cookie(personas.staff)
     conversation = conversation_create(owner=personas.staff)
 
