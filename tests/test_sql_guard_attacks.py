@@ -109,7 +109,9 @@ FUNCTION_ATTACKS: list[tuple[str, str, str]] = [
     (MY, "SELECT IFNULL(SLEEP(1), 1)", "sleep"),
     (LITE, "SELECT coalesce(load_extension('x'))", "load_extension"),
     # --- unknown operators
-    (PG, "SELECT 1 OPERATOR(pg_catalog.+) 1", "OPERATOR(pg_catalog.+)"),
+    # pg_catalog's standard operators are the binder's own form; others are not
+    (PG, "SELECT 1 OPERATOR(pg_catalog.<->) 1", "OPERATOR(pg_catalog.<->)"),
+    (PG, "SELECT 1 OPERATOR(pg_catalog.+) 1 OPERATOR(public.+) 1", "OPERATOR(public.+)"),
     (PG, "SELECT id OPERATOR(public.===) 1 FROM customers", "OPERATOR(public.===)"),
     (PG, "SELECT point(1, 2) <-> point(3, 4)", "operator not allowed: distance"),
     (PG, "SELECT a <-> b FROM t", "distance"),

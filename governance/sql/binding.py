@@ -293,6 +293,7 @@ class Bound:
     sql: str  # what runs
     tables: tuple[str, ...]  # relations named, quoted as written (to_regclass input)
     names: tuple[str, ...]  # column / field names referenced (attribute notation candidates)
+    whole_row: bool = False  # a relation's name or alias is used as a value (its row type)
 
 
 def bind_postgres(sql: str) -> Bound:
@@ -306,7 +307,7 @@ def bind_postgres(sql: str) -> Bound:
     if len(statements) != 1:
         raise BindError("binding needs exactly one statement")
     tree = statements[0]
-    tables, names = _references(tree)
+    tables, names, whole_row = _references(tree)
     # Children before parents (reverse breadth-first): a parent is rewritten
     # over its already bound operands.
     for node in reversed(list(tree.walk(bfs=True))):
@@ -320,7 +321,7 @@ def bind_postgres(sql: str) -> Bound:
     reason = unbound_reason(rendered)
     if reason:
         raise BindError(reason)
-    return Bound(rendered, tables, names)
+    return Bound(rendered, tables, names, whole_row)
 
 
 def _quoted(identifier: exp.Identifier) -> str:
@@ -328,19 +329,27 @@ def _quoted(identifier: exp.Identifier) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
-def _references(tree: exp.Expr) -> tuple[tuple[str, ...], tuple[str, ...]]:
+def _key(identifier: exp.Identifier) -> str:
+    return identifier.name if identifier.quoted else identifier.name.lower()
+
+
+def _references(tree: exp.Expr) -> tuple[tuple[str, ...], tuple[str, ...], bool]:
     tables: set[str] = set()
     names: set[str] = set()
+    relation_names: set[str] = set()
     for node in tree.walk():
         if type(node) is exp.Table and all(isinstance(p, exp.Identifier) for p in node.parts):
             if node.parts and not isinstance(node.this, exp.Func):
                 tables.add(".".join(_quoted(part) for part in node.parts))
+                relation_names.add(_key(node.parts[-1]))
+        elif type(node) is exp.TableAlias and isinstance(node.this, exp.Identifier):
+            relation_names.add(_key(node.this))
         elif type(node) is exp.Column and isinstance(node.this, exp.Identifier):
             names.add(node.this.name if node.this.quoted else node.this.name.lower())
         elif type(node) is exp.Dot and isinstance(node.expression, exp.Identifier):
             ident = node.expression
             names.add(ident.name if ident.quoted else ident.name.lower())
-    return tuple(sorted(tables)), tuple(sorted(names))
+    return tuple(sorted(tables)), tuple(sorted(names)), bool(names & relation_names)
 
 
 def _text_array(values: tuple[str, ...]) -> str:
@@ -356,7 +365,8 @@ _ANY_ROW_TYPES = (2249, 2283, 2776, 5077, 5079)
 def user_code_sql(bound: Bound) -> str:
     """A catalog query (itself bound) listing what of the database's own
     code the bound statement could still run: a cast with a user function
-    from the type of a column (or the row type) of a relation it reads, and a
+    from the type of a column it names (or the row type of a relation it
+    uses as a value) of a relation it reads, and a
     user function it would call in attribute notation (`t.f` where f is no
     column of t). No rows: nothing."""
     tables, names = _text_array(bound.tables), _text_array(bound.names)
@@ -369,9 +379,9 @@ def user_code_sql(bound: Bound) -> str:
         SELECT k.castsource FROM pg_catalog.pg_cast AS k JOIN pg_catalog.pg_proc AS p ON p.oid = k.castfunc
         WHERE p.pronamespace <> 11
     ), used_type AS (
-        SELECT rel.reltype AS oid FROM rel
+        SELECT rel.reltype AS oid FROM rel WHERE {'TRUE' if bound.whole_row else 'FALSE'}
         UNION SELECT a.atttypid FROM rel JOIN pg_catalog.pg_attribute AS a ON a.attrelid = rel.oid
-        WHERE a.attnum > 0 AND NOT a.attisdropped
+        WHERE a.attnum > 0 AND NOT a.attisdropped AND CAST(a.attname AS TEXT) = ANY({names})
     )
     SELECT 'cast', CAST(ty.typname AS TEXT) FROM used_type AS u JOIN pg_catalog.pg_type AS ty ON ty.oid = u.oid
     WHERE EXISTS (SELECT 1 FROM user_cast AS k WHERE k.castsource IN (ty.oid, ty.typelem, ty.typbasetype))

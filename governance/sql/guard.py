@@ -36,7 +36,8 @@ be complete. Instead:
 * Node types: every node of the tree must be of a reviewed sqlglot class
   (``_ALLOWED_NODE_TYPES``: query structure, literals, the standard
   operators, the syntax-built functions). An unknown class, such as an
-  extension operator (``<->``), ``OPERATOR(schema.op)``, a session variable or
+  extension operator (``<->``), ``OPERATOR(schema.op)`` outside pg_catalog's
+  standard operators, a session variable or
   a class added by a future sqlglot, is denied. Statement, write, lock and
   session nodes additionally carry a specific reason (``_DENIED_NODE_TYPES``).
   Nodes the parser built for a checked call (its arguments as sqlglot
@@ -87,6 +88,7 @@ from sqlglot.dialects.dialect import Dialect
 from sqlglot.errors import ParseError, TokenError
 from sqlglot.tokens import Token, TokenType
 
+from governance.sql.binding import BOUND_OPERATORS
 from governance.sql.dialects import POSTGRES, SUPPORTED_DIALECTS
 from governance.sql.functions import allowed_functions
 
@@ -189,8 +191,6 @@ _DENIED_NODE_TYPES: tuple[tuple[type[exp.Expr], str], ...] = (
     (exp.SessionParameter, "server or session variable not allowed"),
     (exp.Parameter, "server or session variable not allowed"),
     (exp.Placeholder, "placeholder not allowed"),
-    # OPERATOR(schema.op): an arbitrary, possibly user-defined operator.
-    (exp.Operator, "operator not allowed: OPERATOR()"),
 )
 
 # The sqlglot classes a read-only query may contain. Exact classes, not
@@ -339,6 +339,7 @@ _ALLOWED_NODE_TYPES: frozenset[type[exp.Expr]] = frozenset(
         exp.ArrayContainsAll,
         exp.ArrayContainedBy,
         exp.ArrayOverlaps,
+        exp.Operator,  # only OPERATOR(pg_catalog.<standard op>), checked per node
         # Built by sqlglot for a call whose written name is checked on its own
         # (by position, or by check_unexplained_calls): the dedicated parsers
         # of CHAR / CEIL / FLOOR / INITCAP / NORMALIZE / OVERLAY / DECODE /
@@ -419,6 +420,7 @@ _SYNTAX_WORDS = frozenset(
         "not",
         "offset",
         "on",
+        "operator",  # OPERATOR(pg_catalog.=): the operator node itself is checked
         "or",
         "over",
         "rollup",
@@ -451,7 +453,7 @@ def _node_type_reason(node_type: type[exp.Expr]) -> str:
 
 
 # What the walk must do with a node beyond the per-type verdict.
-_KIND_PLAIN, _KIND_ANONYMOUS_FUNC, _KIND_TABLE, _KIND_ASSIGNMENT, _KIND_WITH, _KIND_IDENTIFIER = range(6)
+_KIND_PLAIN, _KIND_ANONYMOUS_FUNC, _KIND_TABLE, _KIND_ASSIGNMENT, _KIND_WITH, _KIND_IDENTIFIER, _KIND_OPERATOR = range(7)
 
 
 @functools.cache
@@ -474,6 +476,10 @@ def _classify(node_type: type[exp.Expr]) -> tuple[str | None, int]:
         return reason, _KIND_WITH
     if node_type is exp.Identifier:
         return reason, _KIND_IDENTIFIER
+    if node_type is exp.Operator:
+        # OPERATOR(schema.op): only pg_catalog's standard operators, the form
+        # the binder writes (binding.py); any other is possibly user-defined.
+        return None, _KIND_OPERATOR
     return reason, _KIND_PLAIN
 
 
@@ -775,9 +781,11 @@ class _Walk:
                     reason = f"function not allowed: {node.name.lower()}"
             elif kind == _KIND_ANONYMOUS_FUNC:
                 reason = f"function not allowed: {node.name.lower()}"
+            if kind == _KIND_OPERATOR:
+                operator = str(node.args.get("operator") or "")
+                if self.dialect != POSTGRES or operator.lower() not in BOUND_OPERATORS:
+                    reason = f"operator not allowed: OPERATOR({operator})"
             if reason:
-                if node_type is exp.Operator:  # name the operator: OPERATOR(schema.op)
-                    reason = f"operator not allowed: OPERATOR({node.args.get('operator')})"
                 self._deny(reason)
             if kind == _KIND_TABLE:
                 self._record_table(node, ctes)
