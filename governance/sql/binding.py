@@ -294,6 +294,9 @@ class Bound:
     tables: tuple[str, ...]  # relations named, quoted as written (to_regclass input)
     names: tuple[str, ...]  # column / field names referenced (attribute notation candidates)
     whole_row: bool = False  # a relation's name or alias is used as a value (its row type)
+    # Columns used inside an expression (where a cast may be applied), or
+    # None for "every column": with derived tables an alias hides its source.
+    cast_names: tuple[str, ...] | None = None
 
 
 def bind_postgres(sql: str) -> Bound:
@@ -308,6 +311,7 @@ def bind_postgres(sql: str) -> Bound:
         raise BindError("binding needs exactly one statement")
     tree = statements[0]
     tables, names, whole_row = _references(tree)
+    cast_names = _cast_candidates(tree)
     # Children before parents (reverse breadth-first): a parent is rewritten
     # over its already bound operands.
     for node in reversed(list(tree.walk(bfs=True))):
@@ -321,7 +325,7 @@ def bind_postgres(sql: str) -> Bound:
     reason = unbound_reason(rendered)
     if reason:
         raise BindError(reason)
-    return Bound(rendered, tables, names, whole_row)
+    return Bound(rendered, tables, names, whole_row, cast_names)
 
 
 def _quoted(identifier: exp.Identifier) -> str:
@@ -352,6 +356,24 @@ def _references(tree: exp.Expr) -> tuple[tuple[str, ...], tuple[str, ...], bool]
     return tuple(sorted(tables)), tuple(sorted(names)), bool(names & relation_names)
 
 
+# Where a column stands as itself: output, sort and grouping keys read it
+# without converting it.
+_AS_ITSELF = (exp.Select, exp.Ordered, exp.Group, exp.Distinct)
+
+
+def _cast_candidates(tree: exp.Expr) -> tuple[str, ...] | None:
+    if any(isinstance(node, (exp.Subquery, exp.CTE, exp.SetOperation, exp.Lateral)) for node in tree.walk()):
+        return None
+    names = set()
+    for column in tree.find_all(exp.Column):
+        parent = column.parent
+        if isinstance(parent, exp.Alias) and isinstance(parent.parent, exp.Select):
+            parent = parent.parent
+        if not isinstance(parent, _AS_ITSELF) and isinstance(column.this, exp.Identifier):
+            names.add(_key(column.this))
+    return tuple(sorted(names))
+
+
 def _text_array(values: tuple[str, ...]) -> str:
     items = ", ".join("'" + value.replace("'", "''") + "'" for value in values)
     return f"CAST(ARRAY[{items}] AS TEXT[])" if values else "CAST(ARRAY[] AS TEXT[])"
@@ -370,6 +392,8 @@ def user_code_sql(bound: Bound) -> str:
     user function it would call in attribute notation (`t.f` where f is no
     column of t). No rows: nothing."""
     tables, names = _text_array(bound.tables), _text_array(bound.names)
+    every_column = bound.cast_names is None
+    cast_names = _text_array(bound.cast_names or ())
     any_row = ", ".join(str(oid) for oid in _ANY_ROW_TYPES)
     sql = f"""
     WITH rel AS (
@@ -381,7 +405,8 @@ def user_code_sql(bound: Bound) -> str:
     ), used_type AS (
         SELECT rel.reltype AS oid FROM rel WHERE {'TRUE' if bound.whole_row else 'FALSE'}
         UNION SELECT a.atttypid FROM rel JOIN pg_catalog.pg_attribute AS a ON a.attrelid = rel.oid
-        WHERE a.attnum > 0 AND NOT a.attisdropped AND CAST(a.attname AS TEXT) = ANY({names})
+        WHERE a.attnum > 0 AND NOT a.attisdropped
+        AND ({'TRUE' if every_column else 'FALSE'} OR CAST(a.attname AS TEXT) = ANY({cast_names}))
     )
     SELECT 'cast', CAST(ty.typname AS TEXT) FROM used_type AS u JOIN pg_catalog.pg_type AS ty ON ty.oid = u.oid
     WHERE EXISTS (SELECT 1 FROM user_cast AS k WHERE k.castsource IN (ty.oid, ty.typelem, ty.typbasetype))

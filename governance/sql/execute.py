@@ -279,7 +279,8 @@ def _run_postgresql(
             found = cursor.execute(marked_sql(user_code_sql(sql)), prepare=False).fetchall()
             if found:
                 kinds = sorted({f"{kind} {name}" for kind, name in found})
-                raise _EngineError(f"{USER_CODE_REFUSED}: {', '.join(kinds)}", BIND_ERROR_CLASS)
+                # Our own words and the catalog's names: nothing to scrub.
+                raise QueryError(f"{USER_CODE_REFUSED}: {', '.join(kinds)}", BIND_ERROR_CLASS)
             counter = CutCounter()
             pg_register_cutting_loaders(cursor, bounds.cell_chars, counter)
             # Single-row mode: libpq holds one row at a time, and leaving the

@@ -1,0 +1,293 @@
+"""Only pg_catalog's code runs, on a real PostgreSQL customer database that
+holds the database's own look-alikes.
+
+The database owner has created, in `public` (the connection's schema), exact
+type overloads of common functions, operators and aggregates, a domain with
+its own `=`, a cast with a user function, a "computed column" function, and
+SECURITY DEFINER functions that write through dblink (a separate connection,
+so the read-only transaction does not stop them). Each case proves three
+things: the statement runs through `execute_readonly` with pg_catalog's
+result; nothing was written (the side table stays empty); and the same text
+run unbound as the reader does reach the look-alike, so the case is real.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from governance.sql.binding import BindError, bind_postgres
+from governance.sql.execute import BIND_ERROR_CLASS, QueryError, execute_readonly
+from tests.support.customer_dbs import PG_ADMIN_URL, port_open
+
+pytestmark = pytest.mark.services
+
+SHADOW = "SHADOW"
+
+
+def _objects(dbname: str) -> list[str]:
+    mark = (
+        "CREATE FUNCTION public.owlai_mark(tag text) RETURNS void LANGUAGE sql SECURITY DEFINER AS $$ "
+        f"SELECT public.dblink_exec('dbname={dbname} host=127.0.0.1 user=postgres', "
+        "'INSERT INTO public.side(tag) VALUES (' || pg_catalog.quote_literal(tag) || ')') $$"
+    )
+
+    def fn(signature: str, returns: str, body: str) -> str:
+        return (
+            f"CREATE FUNCTION public.{signature} RETURNS {returns} LANGUAGE plpgsql SECURITY DEFINER AS $$ "
+            f"BEGIN PERFORM public.owlai_mark('{signature.split('(')[0]}'); {body} END $$"
+        )
+
+    return [
+        "CREATE EXTENSION IF NOT EXISTS dblink",
+        "CREATE TABLE side (tag text)",
+        "CREATE DOMAIN amount_d AS integer",
+        "CREATE TYPE mood AS ENUM ('calm', 'angry')",
+        "CREATE TABLE people (id int PRIMARY KEY, name varchar(40), city varchar(20), amount amount_d, note text)",
+        "INSERT INTO people VALUES (1, 'Kim', 'Seoul', 10, 'a'), (2, 'Lee', 'Busan', 20, NULL),"
+        " (3, 'Park', 'Seoul', 30, 'c')",
+        "CREATE TABLE moods (id int, m mood)",
+        "INSERT INTO moods VALUES (1, 'calm')",
+        mark,
+        # functions with an exact varchar / domain overload
+        fn("lower(varchar)", "text", f"RETURN '{SHADOW}';"),
+        fn("upper(varchar)", "text", f"RETURN '{SHADOW}';"),
+        fn("length(varchar)", "int", "RETURN -1;"),
+        fn("btrim(varchar)", "text", f"RETURN '{SHADOW}';"),
+        fn("abs(amount_d)", "int", "RETURN -1;"),
+        fn("to_jsonb(people)", "jsonb", "RETURN '\"SHADOW\"';"),
+        fn("concat_ws(text, varchar, varchar)", "text", f"RETURN '{SHADOW}';"),
+        fn("like_escape(varchar, text)", "text", "RETURN '%';"),
+        # operators
+        fn("eq_v(varchar, varchar)", "boolean", "RETURN true;"),
+        "CREATE OPERATOR public.= (LEFTARG = varchar, RIGHTARG = varchar, FUNCTION = public.eq_v)",
+        fn("cat_v(varchar, varchar)", "text", f"RETURN '{SHADOW}';"),
+        "CREATE OPERATOR public.|| (LEFTARG = varchar, RIGHTARG = varchar, FUNCTION = public.cat_v)",
+        fn("like_v(varchar, text)", "boolean", "RETURN true;"),
+        "CREATE OPERATOR public.~~ (LEFTARG = varchar, RIGHTARG = text, FUNCTION = public.like_v)",
+        "CREATE OPERATOR public.~~* (LEFTARG = varchar, RIGHTARG = text, FUNCTION = public.like_v)",
+        fn("eq_d(amount_d, int)", "boolean", "RETURN true;"),
+        "CREATE OPERATOR public.= (LEFTARG = amount_d, RIGHTARG = int, FUNCTION = public.eq_d)",
+        "CREATE OPERATOR public.<> (LEFTARG = amount_d, RIGHTARG = int, FUNCTION = public.eq_d)",
+        "CREATE OPERATOR public.>= (LEFTARG = amount_d, RIGHTARG = int, FUNCTION = public.eq_d)",
+        fn("plus_d(amount_d, int)", "int", "RETURN -1;"),
+        "CREATE OPERATOR public.+ (LEFTARG = amount_d, RIGHTARG = int, FUNCTION = public.plus_d)",
+        "CREATE OPERATOR public.* (LEFTARG = amount_d, RIGHTARG = int, FUNCTION = public.plus_d)",
+        fn("neg_d(amount_d)", "int", "RETURN 999;"),
+        "CREATE OPERATOR public.- (RIGHTARG = amount_d, FUNCTION = public.neg_d)",
+        fn("regex_v(varchar, text)", "boolean", "RETURN true;"),
+        "CREATE OPERATOR public.~ (LEFTARG = varchar, RIGHTARG = text, FUNCTION = public.regex_v)",
+        # aggregates
+        fn("sum_step(bigint, amount_d)", "bigint", "RETURN -1;"),
+        "CREATE AGGREGATE public.sum(amount_d) (SFUNC = public.sum_step, STYPE = bigint)",
+        fn("agg_step(text, varchar, varchar)", "text", f"RETURN '{SHADOW}';"),
+        "CREATE AGGREGATE public.string_agg(varchar, varchar) (SFUNC = public.agg_step, STYPE = text)",
+        fn("count_step(bigint, varchar)", "bigint", "RETURN -1;"),
+        "CREATE AGGREGATE public.count(varchar) (SFUNC = public.count_step, STYPE = bigint)",
+        # a computed column, and a function that shares a real column's name
+        fn("nickname(people)", "text", f"RETURN '{SHADOW}';"),
+        fn("city(people)", "text", f"RETURN '{SHADOW}';"),
+        # a cast with a user function
+        fn("mood_text(mood)", "text", f"RETURN '{SHADOW}';"),
+        "CREATE CAST (mood AS text) WITH FUNCTION public.mood_text(mood)",
+    ]
+
+
+@pytest.fixture(scope="module")
+def shadowed_db():
+    if not port_open("127.0.0.1", 5432):
+        pytest.skip("PostgreSQL is not reachable on 127.0.0.1:5432")
+    import psycopg
+
+    suffix = uuid.uuid4().hex[:10]
+    name, reader = f"owlai_shadow_{suffix}", f"owlai_shreader_{suffix}"
+    base = PG_ADMIN_URL.rsplit("/", 1)[0]
+    with psycopg.connect(PG_ADMIN_URL, autocommit=True) as admin:
+        admin.execute(f'CREATE DATABASE "{name}"')
+        admin.execute(f"CREATE ROLE \"{reader}\" LOGIN PASSWORD 'reader-pw' NOSUPERUSER NOCREATEDB NOCREATEROLE")
+    admin_dsn = f"{base}/{name}"
+    with psycopg.connect(admin_dsn, autocommit=True) as conn:
+        for statement in _objects(name):
+            conn.execute(statement)
+        conn.execute(f'GRANT USAGE ON SCHEMA public TO "{reader}"')
+        conn.execute(f'GRANT SELECT ON ALL TABLES IN SCHEMA public TO "{reader}"')
+    host = base.split("@", 1)[1]
+    yield {"dsn": f"postgresql://{reader}:reader-pw@{host}/{name}", "admin": admin_dsn}
+    with psycopg.connect(PG_ADMIN_URL, autocommit=True) as admin:
+        admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        admin.execute(f'DROP ROLE IF EXISTS "{reader}"')
+
+
+def _side_rows(db) -> list[tuple]:
+    import psycopg
+
+    with psycopg.connect(db["admin"], autocommit=True) as conn:
+        return conn.execute("SELECT tag FROM side").fetchall()
+
+
+def _clear_side(db) -> None:
+    import psycopg
+
+    with psycopg.connect(db["admin"], autocommit=True) as conn:
+        conn.execute("DELETE FROM side")
+
+
+def _run(db, sql: str) -> list[tuple]:
+    return execute_readonly(engine="postgresql", dsn=db["dsn"], sql=sql, row_cap=100, timeout_ms=5000).rows
+
+
+def _run_unbound(db, sql: str) -> list[tuple]:
+    """The text as written, as the reader, in a read-only transaction: what
+    ran before binding."""
+    import psycopg
+
+    with psycopg.connect(db["dsn"], options="-c default_transaction_read_only=on -c search_path=public") as conn:
+        rows = conn.execute(sql).fetchall()
+        conn.rollback()
+        return rows
+
+
+# (statement, pg_catalog's result)
+BOUND_CASES: list[tuple[str, list[tuple]]] = [
+    ("SELECT lower(name) FROM people WHERE id = 1", [("kim",)]),
+    ("SELECT upper(city) FROM people WHERE id = 1", [("SEOUL",)]),
+    ("SELECT length(name) FROM people WHERE id = 3", [(4,)]),
+    ("SELECT char_length(name) FROM people WHERE id = 3", [(4,)]),
+    ("SELECT abs(amount) FROM people WHERE id = 1", [(10,)]),
+    ("SELECT count(*) FROM people WHERE name = 'nobody'", [(0,)]),
+    ("SELECT id FROM people WHERE name = 'Kim'", [(1,)]),
+    ("SELECT id FROM people WHERE name IN ('Kim', 'nobody')", [(1,)]),
+    ("SELECT id FROM people WHERE name NOT IN ('Kim', 'Lee') ORDER BY id", [(3,)]),
+    ("SELECT id FROM people WHERE name = ANY (ARRAY['Lee'::varchar])", [(2,)]),
+    ("SELECT id FROM people WHERE name IN (SELECT name FROM people WHERE id = 2)", [(2,)]),
+    ("SELECT name || city FROM people WHERE id = 1", [("KimSeoul",)]),
+    ("SELECT concat_ws('-', name, city) FROM people WHERE id = 1", [("Kim-Seoul",)]),
+    ("SELECT id FROM people WHERE name LIKE 'K%'", [(1,)]),
+    ("SELECT id FROM people WHERE name ILIKE 'k%'", [(1,)]),
+    ("SELECT id FROM people WHERE name LIKE 'K!%' ESCAPE '!'", []),
+    ("SELECT id FROM people WHERE name ~ '^P'", [(3,)]),
+    ("SELECT id FROM people WHERE amount = 20", [(2,)]),
+    ("SELECT id FROM people WHERE amount <> 20 ORDER BY id", [(1,), (3,)]),
+    ("SELECT id FROM people WHERE amount BETWEEN 15 AND 25", [(2,)]),
+    ("SELECT amount + 1 FROM people WHERE id = 1", [(11,)]),
+    ("SELECT amount * 2 FROM people WHERE id = 1", [(20,)]),
+    ("SELECT -amount FROM people WHERE id = 1", [(-10,)]),
+    ("SELECT sum(amount) FROM people", [(60,)]),
+    ("SELECT count(name) FROM people", [(3,)]),
+    ("SELECT string_agg(name, ',' ORDER BY id) FROM people", [("Kim,Lee,Park",)]),
+    ("SELECT CASE amount WHEN 10 THEN 'ten' ELSE 'other' END FROM people WHERE id = 1", [("ten",)]),
+    ("SELECT nullif(amount, 10) FROM people WHERE id = 1", [(None,)]),
+    ("SELECT id FROM people WHERE amount IS DISTINCT FROM 10 ORDER BY id", [(2,), (3,)]),
+    ("SELECT id FROM people WHERE amount IS NOT DISTINCT FROM 10", [(1,)]),
+    ("SELECT to_jsonb(p) ->> 'name' FROM people p WHERE id = 2", [("Lee",)]),
+    ("SELECT trim(name) FROM people WHERE id = 1", [("Kim",)]),
+    ("SELECT p.city FROM people p WHERE id = 1", [("Seoul",)]),  # the real column, not public.city(people)
+    ("SELECT max(name) FROM people", [("Park",)]),
+]
+
+
+@pytest.mark.parametrize(("sql", "expected"), BOUND_CASES, ids=[case[0][:60] for case in BOUND_CASES])
+def test_statement_runs_pg_catalog_code_only(shadowed_db, sql: str, expected: list[tuple]) -> None:
+    _clear_side(shadowed_db)
+    assert _run(shadowed_db, sql) == expected
+    assert _side_rows(shadowed_db) == []  # no look-alike ran, not even one that writes elsewhere
+
+
+# The cases where the text as written reaches a look-alike (the others show
+# pg_catalog's code winning anyway, or differ only in type resolution).
+REAL_SHADOWS = [
+    "SELECT lower(name) FROM people WHERE id = 1",
+    "SELECT upper(city) FROM people WHERE id = 1",
+    "SELECT length(name) FROM people WHERE id = 3",
+    "SELECT abs(amount) FROM people WHERE id = 1",
+    "SELECT count(*) FROM people WHERE name = 'nobody'",
+    "SELECT id FROM people WHERE name IN ('Kim', 'nobody')",
+    "SELECT name || city FROM people WHERE id = 1",
+    "SELECT id FROM people WHERE name LIKE 'K!%' ESCAPE '!'",
+    "SELECT id FROM people WHERE amount = 20",
+    "SELECT id FROM people WHERE amount BETWEEN 15 AND 25",
+    "SELECT amount + 1 FROM people WHERE id = 1",
+    "SELECT -amount FROM people WHERE id = 1",
+    "SELECT sum(amount) FROM people",
+    "SELECT count(name) FROM people",
+    "SELECT string_agg(name, ',' ORDER BY id) FROM people",
+    "SELECT CASE amount WHEN 10 THEN 'ten' ELSE 'other' END FROM people WHERE id = 1",
+    "SELECT nullif(amount, 10) FROM people WHERE id = 1",
+    "SELECT to_jsonb(p) ->> 'name' FROM people p WHERE id = 2",
+]
+
+
+@pytest.mark.parametrize("sql", REAL_SHADOWS, ids=[sql[:60] for sql in REAL_SHADOWS])
+def test_unbound_text_reaches_the_look_alike(shadowed_db, sql: str) -> None:
+    expected = dict(BOUND_CASES)[sql]
+    _clear_side(shadowed_db)
+    try:
+        rows = _run_unbound(shadowed_db, sql)
+    except Exception:
+        rows = None  # the look-alike ran and failed in the read-only transaction
+    assert rows != expected or _side_rows(shadowed_db) != []
+
+
+REFUSED_AT_RUN: list[tuple[str, str]] = [
+    ("SELECT p.nickname FROM people p", "function nickname"),
+    ("SELECT (p).nickname FROM people p", "function nickname"),
+    ("SELECT people.nickname FROM people", "function nickname"),
+    ("SELECT m::text FROM moods", "cast mood"),
+    ("SELECT CAST(m AS varchar) FROM moods", "cast mood"),
+    ("SELECT lower(m::text) FROM moods", "cast mood"),
+    ("SELECT upper(concat(m)) FROM moods", "cast mood"),
+]
+
+
+@pytest.mark.parametrize(("sql", "found"), REFUSED_AT_RUN, ids=[case[0][:60] for case in REFUSED_AT_RUN])
+def test_database_code_reachable_through_catalog_is_refused(shadowed_db, sql: str, found: str) -> None:
+    _clear_side(shadowed_db)
+    with pytest.raises(QueryError) as raised:
+        _run(shadowed_db, sql)
+    assert raised.value.error_class == BIND_ERROR_CLASS
+    assert found in raised.value.message
+    assert _side_rows(shadowed_db) == []
+
+
+def test_attribute_notation_without_binding_calls_the_function(shadowed_db) -> None:
+    _clear_side(shadowed_db)
+    assert _run_unbound(shadowed_db, "SELECT p.nickname FROM people p WHERE id = 1") == [(SHADOW,)]
+    assert _side_rows(shadowed_db) == [("nickname",)]  # dblink wrote despite the read-only transaction
+
+
+def test_a_table_with_user_typed_columns_stays_readable(shadowed_db) -> None:
+    # Reading the column as itself runs no cast: enum output is pg_catalog's.
+    assert _run(shadowed_db, "SELECT id, m FROM moods") == [(1, "calm")]
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "SELECT * FROM people JOIN moods USING (id)",
+        "SELECT * FROM people NATURAL JOIN moods",
+        "SELECT 'calm'::mood",
+        "SELECT CAST(1 AS public.amount_d)",
+        "SELECT id FROM people WHERE amount BETWEEN SYMMETRIC 1 AND 2",
+    ],
+)
+def test_implicit_resolution_is_refused_before_it_runs(shadowed_db, sql: str) -> None:
+    with pytest.raises(BindError):
+        bind_postgres(sql)
+    with pytest.raises(QueryError) as raised:
+        _run(shadowed_db, sql)
+    assert raised.value.error_class == BIND_ERROR_CLASS
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "SELECT x || 'a' FROM (SELECT m AS x FROM moods) s",
+        "WITH s AS (SELECT m AS x FROM moods) SELECT lower(x::text) FROM s",
+        "SELECT m FROM moods UNION ALL SELECT 'x'::text",
+    ],
+)
+def test_a_user_typed_column_behind_an_alias_is_still_caught(shadowed_db, sql: str) -> None:
+    with pytest.raises(QueryError) as raised:
+        _run(shadowed_db, sql)
+    assert "cast mood" in raised.value.message
