@@ -263,7 +263,7 @@ def _bind_node(node: exp.Expr) -> exp.Expr | None:
             raise BindError(f"cast to a type that is not built in: {node.sql(dialect=_PG)[:60]}")
         return None
     if _is_call(node):
-        _qualify_call(node)
+        return _qualify_call(node)
     return None
 
 
@@ -275,17 +275,15 @@ def _is_call(node: exp.Expr) -> bool:
     return type(node) is exp.Pow or not isinstance(node, (exp.Binary, exp.Connector, exp.Unary, exp.Predicate))
 
 
-def _qualify_call(node: exp.Func) -> None:
+def _qualify_call(node: exp.Func) -> exp.Expr | None:
     parent = node.parent
     if isinstance(parent, exp.Dot) and node.arg_key == "expression":
-        return  # already qualified; the verification checks with what
+        return None  # already qualified; the verification checks with what
     if isinstance(parent, exp.Table) and node.arg_key == "this":
         if parent.args.get("db") is None and parent.args.get("catalog") is None:
             parent.set("db", _catalog())
-        return
-    dot = exp.Dot(this=_catalog())
-    node.replace(dot)
-    dot.set("expression", node)
+        return None
+    return exp.Dot(this=_catalog(), expression=node)
 
 
 @dataclass(frozen=True)
@@ -313,19 +311,33 @@ def bind_postgres(sql: str) -> Bound:
     tables, names, whole_row = _references(tree)
     cast_names = _cast_candidates(tree)
     # Children before parents (reverse breadth-first): a parent is rewritten
-    # over its already bound operands.
-    for node in reversed(list(tree.walk(bfs=True))):
+    # over its already bound operands. Replacements are set by the parent,
+    # one assignment per argument (replacing list items one by one is
+    # quadratic in sqlglot).
+    replaced: dict[int, exp.Expr] = {}
+    nodes = list(tree.walk(bfs=True))
+    for node in reversed(nodes):
+        _adopt(node, replaced)
         replacement = _bind_node(node)
         if replacement is not None and replacement is not node:
-            if node is tree:
-                tree = replacement
-            else:
-                node.replace(replacement)
-    rendered = tree.sql(dialect=_PG)
+            replaced[id(node)] = replacement
+    tree = replaced.get(id(tree), tree)
+    rendered = _PG.generate(tree, copy=False)
     reason = unbound_reason(rendered)
     if reason:
         raise BindError(reason)
     return Bound(rendered, tables, names, whole_row, cast_names)
+
+
+def _adopt(node: exp.Expr, replaced: dict[int, exp.Expr]) -> None:
+    if not replaced:
+        return
+    for key, value in list(node.args.items()):
+        if isinstance(value, list):
+            if any(id(item) in replaced for item in value):
+                node.set(key, [replaced.pop(id(item), item) for item in value])
+        elif isinstance(value, exp.Expr) and id(value) in replaced:
+            node.set(key, replaced.pop(id(value)))
 
 
 def _quoted(identifier: exp.Identifier) -> str:
