@@ -120,7 +120,7 @@ _GRAMMAR_BOUND = (
     exp.Grouping,
 )
 # Operands that need no parentheses around them next to OPERATOR().
-_ATOMIC = (exp.Column, exp.Literal, exp.Paren, exp.Subquery, exp.Null, exp.Boolean, exp.Any, exp.All, exp.Func, exp.Dot)
+_ATOMIC = (exp.Column, exp.Literal, exp.Paren, exp.Tuple, exp.Subquery, exp.Null, exp.Boolean, exp.Any, exp.All, exp.Func, exp.Dot)
 
 _PG = Dialect.get_or_raise(POSTGRES)
 _CATALOG = "pg_catalog"
@@ -209,20 +209,46 @@ def _bind_case(node: exp.Case) -> exp.Expr:
     return node
 
 
+# Arguments a rewritten node may carry besides its operands, with the values
+# that mean nothing for PostgreSQL's reading (None: any value is handled).
+# Any other argument set refuses the statement: a flag the rewrite does not
+# know (NOT LIKE is Like(negate=True)) must not be dropped silently.
+_OPERAND_KEYS = frozenset({"this", "expression"})
+_KNOWN_FLAGS: dict[type[exp.Expr], dict[str, object]] = {
+    exp.Div: {"typed": None, "safe": False},
+    exp.DPipe: {"safe": None},
+    exp.JSONExtract: {"only_json_types": None},
+    exp.JSONExtractScalar: {"only_json_types": None},
+    exp.Like: {"negate": None},
+    exp.ILike: {"negate": None},
+}
+
+
+def _check_flags(node: exp.Expr) -> None:
+    known = _KNOWN_FLAGS.get(type(node), {})
+    for key, value in node.args.items():
+        if key in _OPERAND_KEYS or value is None or value is False:
+            continue
+        if key not in known or (known[key] is not None and value != known[key]):
+            raise BindError(f"cannot bind {type(node).__name__} with {key}")
+
+
 def _bind_node(node: exp.Expr) -> exp.Expr | None:
     """The bound replacement of `node` (its children already bound), or None
     to keep it."""
     node_type = type(node)
     if node_type in OPERATORS:
+        _check_flags(node)
         if node_type in (exp.Like, exp.ILike):
-            return _bind_like(node, OPERATORS[node_type])
-        if node_type in (exp.RegexpLike, exp.RegexpILike) and node.args.get("flag"):
-            raise BindError("cannot bind a regular expression with flags")
+            bound = _bind_like(node, OPERATORS[node_type])
+            return exp.Paren(this=exp.Not(this=bound)) if node.args.get("negate") else bound
         right = _json_rhs(node) if node_type in (exp.JSONExtract, exp.JSONExtractScalar) else node.expression
         return bound_operator(node.this, OPERATORS[node_type], right)
+    if node_type in (exp.SimilarTo, exp.NullSafeEQ, exp.NullSafeNEQ, exp.Nullif, exp.Neg, exp.BitwiseNot):
+        _check_flags(node)
     if node_type is exp.SimilarTo:
-        escape = node.parent.expression if isinstance(node.parent, exp.Escape) else exp.Null()
-        return bound_operator(node.this, "~", _call("similar_to_escape", node.expression, escape))
+        escape = [node.parent.expression] if isinstance(node.parent, exp.Escape) else []
+        return bound_operator(node.this, "~", _call("similar_to_escape", node.expression, *escape))
     if node_type is exp.Escape:
         return node.this  # folded into the LIKE / SIMILAR TO below it
     if node_type is exp.In:
@@ -609,7 +635,7 @@ def unbound_reason(rendered: str) -> str | None:
             return f"operator not bound to pg_catalog: {token.text}"
         if i + 1 < count and tokens[i + 1].token_type == _T.L_PAREN and i not in aliases:
             word = token.text.lower()
-            qualified = i >= 2 and tokens[i - 1].token_type == _T.DOT and tokens[i - 2].text.lower() == _CATALOG
+            qualified = i >= 2 and tokens[i - 1].token_type == _T.DOT and _is_catalog(tokens[i - 2])
             if qualified or (token.token_type != _T.IDENTIFIER and (word in _SYNTAX_CALLS or kind in type_tokens)):
                 continue
             if kind in (_T.L_PAREN, _T.R_PAREN, _T.COMMA, _T.L_BRACKET, _T.R_BRACKET):
@@ -618,13 +644,19 @@ def unbound_reason(rendered: str) -> str | None:
     return None
 
 
+def _is_catalog(token: Token) -> bool:
+    # A quoted name is compared exactly: "PG_CATALOG" is another schema.
+    text = token.text if token.token_type == _T.IDENTIFIER else token.text.lower()
+    return text == _CATALOG
+
+
 def _is_operator_call(tokens: list[Token], i: int) -> bool:
     # OPERATOR ( pg_catalog . op )
     if tokens[i].text.upper() != "OPERATOR" or i + 5 >= len(tokens):
         return False
     return (
         tokens[i + 1].token_type == _T.L_PAREN
-        and tokens[i + 2].text.lower() == _CATALOG
+        and _is_catalog(tokens[i + 2])
         and tokens[i + 3].token_type == _T.DOT
         and tokens[i + 5].token_type == _T.R_PAREN
         and f"{_CATALOG}.{tokens[i + 4].text}" in BOUND_OPERATORS
