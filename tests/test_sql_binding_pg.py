@@ -91,6 +91,13 @@ def _objects(dbname: str) -> list[str]:
         # a cast with a user function
         fn("mood_text(mood)", "text", f"RETURN '{SHADOW}';"),
         "CREATE CAST (mood AS text) WITH FUNCTION public.mood_text(mood)",
+        fn("mood_json(mood)", "jsonb", "RETURN '\"SHADOW\"';"),
+        "CREATE CAST (mood AS jsonb) WITH FUNCTION public.mood_json(mood)",
+        # attribute notation on a composite-typed column
+        "CREATE TYPE addr AS (street text)",
+        "CREATE TABLE homes (id int, a addr)",
+        "INSERT INTO homes VALUES (1, ROW('Main'))",
+        fn("owner(addr)", "text", f"RETURN '{SHADOW}';"),
     ]
 
 
@@ -192,6 +199,13 @@ BOUND_CASES: list[tuple[str, list[tuple]]] = [
     ("SELECT trim(name) FROM people WHERE id = 1", [("Kim",)]),
     ("SELECT p.city FROM people p WHERE id = 1", [("Seoul",)]),  # the real column, not public.city(people)
     ("SELECT max(name) FROM people", [("Park",)]),
+    ("SELECT (h.a).street FROM homes h", [("Main",)]),
+    ("SELECT count(*) FROM people WHERE amount = ALL (ARRAY[10])", [(1,)]),
+    ("SELECT city, count(*) FROM people GROUP BY GROUPING SETS ((city), ()) ORDER BY city", [
+        ("Busan", 1), ("Seoul", 2), (None, 3)]),
+    ("SELECT xmlelement(name p, name)::text FROM people WHERE id = 1", [("<p>Kim</p>",)]),
+    ("SELECT xmlforest(name, city)::text FROM people WHERE id = 1", [("<name>Kim</name><city>Seoul</city>",)]),
+    ("SELECT int4range(1, 5) @> 3, numrange(1, 2) && numrange(1.5, 3)", [(True, True)]),
 ]
 
 
@@ -246,6 +260,9 @@ REFUSED_AT_RUN: list[tuple[str, str]] = [
     ("SELECT CAST(m AS varchar) FROM moods", "cast mood"),
     ("SELECT lower(m::text) FROM moods", "cast mood"),
     ("SELECT upper(concat(m)) FROM moods", "cast mood"),
+    ("SELECT to_jsonb(x) FROM moods x", "cast mood"),
+    ("SELECT jsonb_agg(x) FROM moods AS x", "cast mood"),
+    ("SELECT (h.a).owner FROM homes h", "function owner"),
 ]
 
 

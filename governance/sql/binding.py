@@ -118,6 +118,7 @@ _GRAMMAR_BOUND = (
     exp.Any,
     exp.All,
     exp.Grouping,
+    exp.XMLElement,
 )
 # Operands that need no parentheses around them next to OPERATOR().
 _ATOMIC = (exp.Column, exp.Literal, exp.Paren, exp.Tuple, exp.Subquery, exp.Null, exp.Boolean, exp.Any, exp.All, exp.Func, exp.Dot)
@@ -293,10 +294,17 @@ def _bind_node(node: exp.Expr) -> exp.Expr | None:
     return None
 
 
+# Words sqlglot keeps as an unknown call that are PostgreSQL syntax: x = ALL
+# (array), and the XML constructors (XmlExpr nodes, no function lookup).
+_SYNTAX_ANONYMOUS = frozenset({"all", "any", "some", "xmlforest", "xmlconcat", "xmlelement", "xmlpi", "xmlroot"})
+
+
 def _is_call(node: exp.Expr) -> bool:
     # sqlglot makes AND, OR, NOT and several operators Func subclasses too;
     # of the operator-shaped ones only POWER renders as a call.
     if not isinstance(node, exp.Func) or isinstance(node, _GRAMMAR_BOUND):
+        return False
+    if type(node) is exp.Anonymous and str(node.this).lower() in _SYNTAX_ANONYMOUS:
         return False
     return type(node) is exp.Pow or not isinstance(node, (exp.Binary, exp.Connector, exp.Unary, exp.Predicate))
 
@@ -430,7 +438,8 @@ def user_code_sql(bound: Bound) -> str:
     user function it would call in attribute notation (`t.f` where f is no
     column of t). No rows: nothing."""
     tables, names = _text_array(bound.tables), _text_array(bound.names)
-    every_column = bound.cast_names is None
+    # A whole row converts every column (to_jsonb(t) uses a type's cast to json).
+    every_column = bound.cast_names is None or bound.whole_row
     cast_names = _text_array(bound.cast_names or ())
     any_row = ", ".join(str(oid) for oid in _ANY_ROW_TYPES)
     sql = f"""
@@ -451,6 +460,10 @@ def user_code_sql(bound: Bound) -> str:
     UNION ALL
     SELECT 'function', CAST(p.proname AS TEXT) FROM pg_catalog.pg_proc AS p JOIN pg_catalog.pg_namespace AS s ON s.oid = p.pronamespace
     JOIN rel ON p.proargtypes[0] = rel.reltype OR p.proargtypes[0] IN ({any_row})
+    OR p.proargtypes[0] IN (
+        SELECT a.atttypid FROM pg_catalog.pg_attribute AS a
+        WHERE a.attrelid = rel.oid AND a.attnum > 0 AND NOT a.attisdropped
+    )
     WHERE p.pronamespace <> 11 AND s.nspname <> 'information_schema' AND p.pronargs >= 1
     AND p.pronargs - p.pronargdefaults <= 1 AND CAST(p.proname AS TEXT) = ANY({names})
     AND NOT EXISTS (
@@ -599,6 +612,12 @@ _SYNTAX_CALLS = frozenset(
         "overlaps",
         "window",
         "partition",
+        "grouping sets",
+        "xmlelement",
+        "xmlforest",
+        "xmlconcat",
+        "xmlpi",
+        "xmlroot",
     }
 )
 
