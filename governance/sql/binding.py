@@ -46,7 +46,7 @@ from sqlglot import exp
 from sqlglot.dialects.dialect import Dialect
 from sqlglot.tokens import Token, TokenType
 
-from governance.sql.dialects import POSTGRES
+from governance.sql.dialects import POSTGRES, parse_sql
 
 
 class BindError(ValueError):
@@ -336,7 +336,7 @@ def bind_postgres(sql: str) -> Bound:
     operator bound to pg_catalog, and what the catalog check needs. Raises
     BindError when it cannot be bound."""
     try:
-        statements = [s for s in _PG.parse(sql) if s is not None and not isinstance(s, exp.Semicolon)]
+        statements = [s for s in parse_sql(POSTGRES, sql) if s is not None and not isinstance(s, exp.Semicolon)]
     except Exception as error:
         raise BindError("the statement could not be parsed for binding") from error
     if len(statements) != 1:

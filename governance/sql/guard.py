@@ -89,7 +89,7 @@ from sqlglot.errors import ParseError, TokenError
 from sqlglot.tokens import Token, TokenType
 
 from governance.sql.binding import BOUND_OPERATORS
-from governance.sql.dialects import POSTGRES, SUPPORTED_DIALECTS
+from governance.sql.dialects import JSON_ARROW_FIX_EVERYWHERE, POSTGRES, SUPPORTED_DIALECTS, lambda_free
 from governance.sql.functions import allowed_functions
 
 
@@ -888,13 +888,17 @@ def analyse_sql(sql: str, dialect: str) -> SqlVerdict:
         return SqlVerdict(False, f"internal error: {type(error).__name__}", ())
 
 
+_ARROW_ARGUMENT = "write a JSON arrow that is a function's argument in parentheses: f((x -> 'a'), ...)"
+
+
 def _analyse(sql: str, dialect: str) -> SqlVerdict:
     if not isinstance(sql, str):
         return SqlVerdict(False, "sql must be a string", ())
     parser_dialect = _DIALECTS[dialect]
     try:
         tokens = parser_dialect.tokenize(sql)
-        parsed = parser_dialect.parser().parse(tokens, sql)
+        fixed = lambda_free(tokens)
+        parsed = parser_dialect.parser().parse(fixed, sql)
     except (ParseError, TokenError) as error:
         return SqlVerdict(False, _parse_error_reason(error), ())
 
@@ -920,8 +924,10 @@ def _analyse(sql: str, dialect: str) -> SqlVerdict:
     first_token = next((t for t in tokens if t.token_type != _SEMICOLON), None)
     # Most specific reason first; the TABLE-keyword rule also trips on
     # `INTO TEMPORARY TABLE`, which the walk names better.
+    arrow = None if fixed is tokens or JSON_ARROW_FIX_EVERYWHERE else _ARROW_ARGUMENT
     reason = (
-        _lexical_denial(sql, tokens, dialect)
+        arrow
+        or _lexical_denial(sql, tokens, dialect)
         or _root_denial(statements[0], first_token)
         or walk.denial
         or _shorthand_denial(tokens)
