@@ -606,8 +606,6 @@ _SYNTAX_CALLS = frozenset(
         "preceding",
         "following",
         "tablesample",
-        "system",
-        "bernoulli",
         "repeatable",
         "overlaps",
         "window",
@@ -657,6 +655,8 @@ def unbound_reason(rendered: str) -> str | None:
             qualified = i >= 2 and tokens[i - 1].token_type == _T.DOT and _is_catalog(tokens[i - 2])
             if qualified or (token.token_type != _T.IDENTIFIER and (word in _SYNTAX_CALLS or kind in type_tokens)):
                 continue
+            if i and tokens[i - 1].token_type == _T.TABLE_SAMPLE and word in ("system", "bernoulli"):
+                continue  # the built-in sampling methods (the guard allows no other)
             if kind in (_T.L_PAREN, _T.R_PAREN, _T.COMMA, _T.L_BRACKET, _T.R_BRACKET):
                 continue
             return f"function not bound to pg_catalog: {word}"

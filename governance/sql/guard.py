@@ -90,7 +90,7 @@ from sqlglot.tokens import Token, TokenType
 
 from governance.sql.binding import BOUND_OPERATORS
 from governance.sql.dialects import JSON_ARROW_FIX_EVERYWHERE, POSTGRES, SUPPORTED_DIALECTS, lambda_free
-from governance.sql.functions import allowed_functions
+from governance.sql.functions import allowed_functions, allowed_settings
 
 
 @dataclass(frozen=True)
@@ -340,6 +340,10 @@ _ALLOWED_NODE_TYPES: frozenset[type[exp.Expr]] = frozenset(
         exp.ArrayContainedBy,
         exp.ArrayOverlaps,
         exp.Operator,  # only OPERATOR(pg_catalog.<standard op>), checked per node
+        exp.TableSample,  # TABLESAMPLE SYSTEM / BERNOULLI (n) [REPEATABLE (s)]; the method is checked per node
+        exp.Overlaps,  # (a, b) OVERLAPS (c, d): the grammar calls pg_catalog.overlaps
+        exp.IndexTableHint,  # MySQL USE / FORCE / IGNORE INDEX (names): a plan choice, reads nothing more
+        exp.XMLElement,  # xmlelement(name n, ...): grammar syntax building a value
         # Built by sqlglot for a call whose written name is checked on its own
         # (by position, or by check_unexplained_calls): the dedicated parsers
         # of CHAR / CEIL / FLOOR / INITCAP / NORMALIZE / OVERLAY / DECODE /
@@ -404,13 +408,17 @@ _SYNTAX_WORDS = frozenset(
         "except",
         "exists",
         "filter",
+        "first",  # FETCH FIRST (subquery) ROWS ONLY
+        "next",
         "from",
         "group",
         "having",
         "in",
+        "index",  # MySQL USE / FORCE / IGNORE INDEX (...)
         "intersect",
         "is",
         "join",
+        "key",  # MySQL USE KEY (...)
         "lateral",
         "like",
         "ilike",
@@ -425,6 +433,7 @@ _SYNTAX_WORDS = frozenset(
         "over",
         "rollup",
         "row",
+        "repeatable",  # TABLESAMPLE ... REPEATABLE (seed)
         "select",
         "sets",
         "some",
@@ -440,6 +449,20 @@ _SYNTAX_WORDS = frozenset(
 )
 
 
+# PostgreSQL's built-in sampling methods. A method is a handler function found
+# by name; extensions add others (tsm_system_rows, tsm_system_time).
+_SAMPLE_METHODS = frozenset({"system", "bernoulli"})
+
+
+def _sample_denial(node: exp.Expr, dialect: str) -> str | None:
+    method = node.args.get("method")
+    name = method.name.lower() if isinstance(method, (exp.Var, exp.Identifier)) else ""
+    if dialect != POSTGRES or name not in _SAMPLE_METHODS:
+        return f"sampling method not allowed: {name or 'default'}"
+    extra = {k for k, v in node.args.items() if v is not None and k not in {"method", "percent", "seed"}}
+    return f"sampling clause not allowed: {', '.join(sorted(extra))}" if extra else None
+
+
 def _node_type_reason(node_type: type[exp.Expr]) -> str:
     if issubclass(node_type, exp.Func):
         try:
@@ -453,7 +476,16 @@ def _node_type_reason(node_type: type[exp.Expr]) -> str:
 
 
 # What the walk must do with a node beyond the per-type verdict.
-_KIND_PLAIN, _KIND_ANONYMOUS_FUNC, _KIND_TABLE, _KIND_ASSIGNMENT, _KIND_WITH, _KIND_IDENTIFIER, _KIND_OPERATOR = range(7)
+(
+    _KIND_PLAIN,
+    _KIND_ANONYMOUS_FUNC,
+    _KIND_TABLE,
+    _KIND_ASSIGNMENT,
+    _KIND_WITH,
+    _KIND_IDENTIFIER,
+    _KIND_OPERATOR,
+    _KIND_SAMPLE,
+) = range(8)
 
 
 @functools.cache
@@ -480,6 +512,8 @@ def _classify(node_type: type[exp.Expr]) -> tuple[str | None, int]:
         # OPERATOR(schema.op): only pg_catalog's standard operators, the form
         # the binder writes (binding.py); any other is possibly user-defined.
         return None, _KIND_OPERATOR
+    if node_type is exp.TableSample:
+        return reason, _KIND_SAMPLE
     return reason, _KIND_PLAIN
 
 
@@ -698,6 +732,43 @@ def _qualifier_text(parts: list[exp.Expr]) -> str:
     return ".".join(names)
 
 
+# SQLite pragmas that only list schema or build facts, as table-valued
+# functions named without arguments (the grant layer still decides whether a
+# query may read them). Called with arguments they are function calls, denied
+# by the function list.
+_READ_ONLY_PRAGMA_TABLES = frozenset(
+    {
+        "pragma_database_list",
+        "pragma_collation_list",
+        "pragma_function_list",
+        "pragma_module_list",
+        "pragma_pragma_list",
+        "pragma_compile_options",
+        "pragma_table_list",
+        "pragma_table_info",
+        "pragma_table_xinfo",
+        "pragma_index_list",
+        "pragma_index_info",
+        "pragma_index_xinfo",
+        "pragma_foreign_key_list",
+    }
+)
+
+
+def _setting_read(node: exp.Expr) -> str:
+    """The setting current_setting('name' [, missing_ok]) reads, lower-cased,
+    or "" when it is not one plain string literal."""
+    args = list(node.expressions) if isinstance(node, exp.Anonymous) else []
+    if not 1 <= len(args) <= 2:
+        return ""
+    first = args[0]
+    if type(first) is not exp.Literal or not first.is_string:
+        return ""
+    if len(args) == 2 and not isinstance(args[1], exp.Boolean):
+        return ""
+    return str(first.this).lower()
+
+
 # --------------------------------------------------------------------------
 # Tree walk
 # --------------------------------------------------------------------------
@@ -737,6 +808,11 @@ class _Walk:
 
     def __init__(self, dialect: str, tokens: list[Token]) -> None:
         self.dialect = dialect
+        # TABLESAMPLE <method> (...): the method's position, explained by a
+        # TableSample node (whose method is checked), never by a call.
+        self.sample_methods = {
+            tokens[i + 1].start for i, t in enumerate(tokens[:-1]) if t.token_type == TokenType.TABLE_SAMPLE
+        }
         self.allowed_functions = allowed_functions(dialect)
         self.denial: str | None = None
         self.tables: set[str] = set()
@@ -785,6 +861,9 @@ class _Walk:
                 operator = str(node.args.get("operator") or "")
                 if self.dialect != POSTGRES or operator.lower() not in BOUND_OPERATORS:
                     reason = f"operator not allowed: OPERATOR({operator})"
+            elif kind == _KIND_SAMPLE:
+                reason = reason or _sample_denial(node, self.dialect)
+                self.explained.update(self.sample_methods)
             if reason:
                 self._deny(reason)
             if kind == _KIND_TABLE:
@@ -815,6 +894,10 @@ class _Walk:
         parts = _qualifier(node)
         if parts is not None and not _qualifier_allowed(parts, self.dialect):
             self._deny(f"function not allowed: {_qualifier_text(parts)}.{name}")
+        if self.dialect == POSTGRES and name == "current_setting":
+            setting = _setting_read(node)
+            if setting not in allowed_settings():
+                self._deny(f"setting not readable: {setting or '(not a literal)'}")
 
     def check_unexplained_calls(self) -> None:
         """Every word before "(" that the tree does not explain must be an
@@ -860,6 +943,12 @@ class _Walk:
         parts = table.parts
         if not all(isinstance(part, exp.Identifier) for part in parts):
             self._deny(f"unsupported table reference: {table.sql(self.dialect)[:80]}")
+            return
+        name = parts[-1].name.lower()
+        if self.dialect == "sqlite" and name.startswith("pragma_") and name not in _READ_ONLY_PRAGMA_TABLES:
+            # A pragma read as a table: some change the database or the
+            # session (optimize, journal_mode, wal_checkpoint, ...).
+            self._deny(f"{_CONTROL}: PRAGMA ({name})")
             return
         if len(parts) == 1:
             if _identifier_key(parts[0], self.dialect) in ctes:
