@@ -201,8 +201,10 @@ BOUND_CASES: list[tuple[str, list[tuple]]] = [
     ("SELECT max(name) FROM people", [("Park",)]),
     ("SELECT (h.a).street FROM homes h", [("Main",)]),
     ("SELECT count(*) FROM people WHERE amount = ALL (ARRAY[10])", [(1,)]),
-    ("SELECT city, count(*) FROM people GROUP BY GROUPING SETS ((city), ()) ORDER BY city", [
-        ("Busan", 1), ("Seoul", 2), (None, 3)]),
+    (
+        "SELECT city, count(*) FROM people GROUP BY GROUPING SETS ((city), ()) ORDER BY city",
+        [("Busan", 1), ("Seoul", 2), (None, 3)],
+    ),
     ("SELECT xmlelement(name p, name)::text FROM people WHERE id = 1", [("<p>Kim</p>",)]),
     ("SELECT xmlforest(name, city)::text FROM people WHERE id = 1", [("<name>Kim</name><city>Seoul</city>",)]),
     ("SELECT int4range(1, 5) @> 3, numrange(1, 2) && numrange(1.5, 3)", [(True, True)]),

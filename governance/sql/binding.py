@@ -121,7 +121,19 @@ _GRAMMAR_BOUND = (
     exp.XMLElement,
 )
 # Operands that need no parentheses around them next to OPERATOR().
-_ATOMIC = (exp.Column, exp.Literal, exp.Paren, exp.Tuple, exp.Subquery, exp.Null, exp.Boolean, exp.Any, exp.All, exp.Func, exp.Dot)
+_ATOMIC = (
+    exp.Column,
+    exp.Literal,
+    exp.Paren,
+    exp.Tuple,
+    exp.Subquery,
+    exp.Null,
+    exp.Boolean,
+    exp.Any,
+    exp.All,
+    exp.Func,
+    exp.Dot,
+)
 
 _PG = Dialect.get_or_raise(POSTGRES)
 _CATALOG = "pg_catalog"
@@ -450,15 +462,16 @@ def user_code_sql(bound: Bound) -> str:
         SELECT k.castsource FROM pg_catalog.pg_cast AS k JOIN pg_catalog.pg_proc AS p ON p.oid = k.castfunc
         WHERE p.pronamespace <> 11
     ), used_type AS (
-        SELECT rel.reltype AS oid FROM rel WHERE {'TRUE' if bound.whole_row else 'FALSE'}
+        SELECT rel.reltype AS oid FROM rel WHERE {"TRUE" if bound.whole_row else "FALSE"}
         UNION SELECT a.atttypid FROM rel JOIN pg_catalog.pg_attribute AS a ON a.attrelid = rel.oid
         WHERE a.attnum > 0 AND NOT a.attisdropped
-        AND ({'TRUE' if every_column else 'FALSE'} OR CAST(a.attname AS TEXT) = ANY({cast_names}))
+        AND ({"TRUE" if every_column else "FALSE"} OR CAST(a.attname AS TEXT) = ANY({cast_names}))
     )
     SELECT 'cast', CAST(ty.typname AS TEXT) FROM used_type AS u JOIN pg_catalog.pg_type AS ty ON ty.oid = u.oid
     WHERE EXISTS (SELECT 1 FROM user_cast AS k WHERE k.castsource IN (ty.oid, ty.typelem, ty.typbasetype))
     UNION ALL
-    SELECT 'function', CAST(p.proname AS TEXT) FROM pg_catalog.pg_proc AS p JOIN pg_catalog.pg_namespace AS s ON s.oid = p.pronamespace
+    SELECT 'function', CAST(p.proname AS TEXT) FROM pg_catalog.pg_proc AS p
+    JOIN pg_catalog.pg_namespace AS s ON s.oid = p.pronamespace
     JOIN rel ON p.proargtypes[0] = rel.reltype OR p.proargtypes[0] IN ({any_row})
     OR p.proargtypes[0] IN (
         SELECT a.atttypid FROM pg_catalog.pg_attribute AS a

@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote, unquote, urlsplit
 
-from governance.sql.binding import Bound, BindError, bind_postgres, user_code_sql
+from governance.sql.binding import BindError, Bound, bind_postgres, user_code_sql
 from governance.sql.bounds import Collected, CutCounter, FetchBounds, collect, pg_register_cutting_loaders
 
 SQL_MARKER = "/* OwlAI generated */"
