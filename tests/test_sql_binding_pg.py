@@ -319,3 +319,73 @@ def test_a_user_typed_column_behind_an_alias_is_still_caught(shadowed_db, sql: s
     with pytest.raises(QueryError) as raised:
         _run(shadowed_db, sql)
     assert "cast mood" in raised.value.message
+
+
+@pytest.mark.django_db
+def test_schema_analysis_lists_the_databases_own_code(shadowed_db) -> None:
+    from governance.models import DbConnection
+    from governance.schema_analysis import database_code_record
+    from governance.services import db_connection_set_stored_dsn
+    from governance.sql.database_code import summary
+
+    connection = DbConnection.objects.create(name="shadowed", engine="postgresql")
+    db_connection_set_stored_dsn(connection=connection, dsn=shadowed_db["dsn"])
+    entries = database_code_record(connection=connection)
+    connection.refresh_from_db()
+    assert connection.database_code == entries
+    by_name = {entry["name"]: entry for entry in entries}
+    lower = by_name["public.lower(character varying)"]
+    assert (lower["kind"], lower["security_definer"], lower["extension"]) == ("function", True, "")
+    assert by_name["public.sum(amount_d)"]["kind"] == "aggregate"
+    assert by_name["public.=(character varying, character varying)"]["kind"] == "operator"
+    assert by_name["public.=(character varying, character varying)"]["security_definer"] is True  # its function
+    assert by_name["mood AS text WITH public.mood_text"]["kind"] == "cast"
+    assert by_name["public.dblink_exec(text, text)"]["extension"] == "dblink"
+    assert "SECURITY DEFINER" in summary(entries)
+    assert all(not name.startswith("pg_catalog.") for name in by_name)
+
+
+@pytest.mark.django_db
+def test_schema_analysis_lists_mysql_stored_routines(mysql_customer_db) -> None:
+    import pymysql
+
+    from governance.models import DbConnection
+    from governance.schema_analysis import database_code_record
+    from governance.services import db_connection_set_stored_dsn
+    from tests.support.customer_dbs import MYSQL_HOST, MYSQL_PORT
+
+    database = mysql_customer_db.dsn.rsplit("/", 1)[1]
+    conn = pymysql.connect(host=MYSQL_HOST, port=MYSQL_PORT, user="root", database=database, autocommit=True)
+    try:
+        with conn.cursor() as cursor:
+            cursor.execute(
+                "CREATE FUNCTION owlai_shadow(x INT) RETURNS INT DETERMINISTIC SQL SECURITY DEFINER RETURN x"
+            )
+            # The listing shows what the account could run: a SELECT-only
+            # account sees (and may call) no routine until EXECUTE is granted.
+            reader = mysql_customer_db.dsn.split("//", 1)[1].split(":", 1)[0]
+            for host in ("%", "localhost"):
+                cursor.execute(f"GRANT EXECUTE ON FUNCTION `{database}`.owlai_shadow TO '{reader}'@'{host}'")
+        connection = DbConnection.objects.create(name="shop", engine="mysql")
+        db_connection_set_stored_dsn(connection=connection, dsn=mysql_customer_db.dsn)
+        entries = database_code_record(connection=connection)
+    finally:
+        with conn.cursor() as cursor:
+            cursor.execute("DROP FUNCTION IF EXISTS owlai_shadow")
+        conn.close()
+    assert {"kind": "function", "name": f"{database}.owlai_shadow", "security_definer": True, "extension": ""} in (
+        entries
+    )
+
+
+@pytest.mark.django_db
+def test_schema_analysis_lists_nothing_for_sqlite(sqlite_customer_db) -> None:
+    from governance.models import DbConnection
+    from governance.schema_analysis import database_code_record
+    from governance.services import db_connection_set_stored_dsn
+
+    connection = DbConnection.objects.create(name="file", engine="sqlite")
+    db_connection_set_stored_dsn(connection=connection, dsn=sqlite_customer_db.dsn)
+    assert database_code_record(connection=connection) == []
+    connection.refresh_from_db()
+    assert connection.database_code == []

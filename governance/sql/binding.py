@@ -445,8 +445,10 @@ _ANY_ROW_TYPES = (2249, 2283, 2776, 5077, 5079)
 def user_code_sql(bound: Bound) -> str:
     """A catalog query (itself bound) listing what of the database's own
     code the bound statement could still run: a cast with a user function
-    from the type of a column it names (or the row type of a relation it
-    uses as a value) of a relation it reads, and a
+    between the type of a column it names (or the row type of a relation it
+    uses as a value) of a relation it reads and a built-in type (the only
+    targets a bound statement can cast to, explicitly or by coercion), or to
+    such a column's type (UNION / CASE unify towards it); and a
     user function it would call in attribute notation (`t.f` where f is no
     column of t). No rows: nothing."""
     tables, names = _text_array(bound.tables), _text_array(bound.names)
@@ -459,7 +461,9 @@ def user_code_sql(bound: Bound) -> str:
         SELECT c.oid, c.reltype FROM unnest({tables}) AS n(name)
         JOIN pg_catalog.pg_class AS c ON c.oid = to_regclass(n.name)
     ), user_cast AS (
-        SELECT k.castsource FROM pg_catalog.pg_cast AS k JOIN pg_catalog.pg_proc AS p ON p.oid = k.castfunc
+        SELECT k.castsource, k.casttarget, tt.typnamespace AS target_schema
+        FROM pg_catalog.pg_cast AS k JOIN pg_catalog.pg_proc AS p ON p.oid = k.castfunc
+        JOIN pg_catalog.pg_type AS tt ON tt.oid = k.casttarget
         WHERE p.pronamespace <> 11
     ), used_type AS (
         SELECT rel.reltype AS oid FROM rel WHERE {"TRUE" if bound.whole_row else "FALSE"}
@@ -468,7 +472,11 @@ def user_code_sql(bound: Bound) -> str:
         AND ({"TRUE" if every_column else "FALSE"} OR CAST(a.attname AS TEXT) = ANY({cast_names}))
     )
     SELECT 'cast', CAST(ty.typname AS TEXT) FROM used_type AS u JOIN pg_catalog.pg_type AS ty ON ty.oid = u.oid
-    WHERE EXISTS (SELECT 1 FROM user_cast AS k WHERE k.castsource IN (ty.oid, ty.typelem, ty.typbasetype))
+    WHERE EXISTS (
+        SELECT 1 FROM user_cast AS k
+        WHERE (k.target_schema = 11 AND k.castsource IN (ty.oid, ty.typelem, ty.typbasetype))
+        OR (k.target_schema <> 11 AND k.casttarget IN (ty.oid, ty.typelem, ty.typbasetype))
+    )
     UNION ALL
     SELECT 'function', CAST(p.proname AS TEXT) FROM pg_catalog.pg_proc AS p
     JOIN pg_catalog.pg_namespace AS s ON s.oid = p.pronamespace
