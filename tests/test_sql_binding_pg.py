@@ -199,6 +199,8 @@ BOUND_CASES: list[tuple[str, list[tuple]]] = [
     ("SELECT trim(name) FROM people WHERE id = 1", [("Kim",)]),
     ("SELECT p.city FROM people p WHERE id = 1", [("Seoul",)]),  # the real column, not public.city(people)
     ("SELECT max(name) FROM people", [("Park",)]),
+    ("SELECT to_hex(amount) FROM people WHERE id = 3", [("1e",)]),
+    ("SELECT count(*) FROM people GROUP BY (amount OPERATOR(pg_catalog.%) 20) ORDER BY 1", [(1,), (2,)]),
     ("SELECT (h.a).street FROM homes h", [("Main",)]),
     ("SELECT count(*) FROM people WHERE amount = ALL (ARRAY[10])", [(1,)]),
     (

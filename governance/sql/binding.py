@@ -40,6 +40,8 @@ checked by the executor in the same transaction (execute.py,
 
 from __future__ import annotations
 
+import re
+from contextvars import ContextVar
 from dataclasses import dataclass
 
 from sqlglot import exp
@@ -136,6 +138,8 @@ _ATOMIC = (
 )
 
 _PG = Dialect.get_or_raise(POSTGRES)
+# The statement being bound, for the names as written (see _as_written).
+_SOURCE: ContextVar[str] = ContextVar("binding_source", default="")
 _CATALOG = "pg_catalog"
 
 
@@ -308,7 +312,7 @@ def _bind_node(node: exp.Expr) -> exp.Expr | None:
 
 # Words sqlglot keeps as an unknown call that are PostgreSQL syntax: x = ALL
 # (array), and the XML constructors (XmlExpr nodes, no function lookup).
-_SYNTAX_ANONYMOUS = frozenset({"all", "any", "some", "xmlforest", "xmlconcat", "xmlelement", "xmlpi", "xmlroot"})
+_SYNTAX_ANONYMOUS = frozenset({"all", "any", "some", "row", "xmlforest", "xmlconcat", "xmlelement", "xmlpi", "xmlroot"})
 
 
 def _is_call(node: exp.Expr) -> bool:
@@ -321,6 +325,31 @@ def _is_call(node: exp.Expr) -> bool:
     return type(node) is exp.Pow or not isinstance(node, (exp.Binary, exp.Connector, exp.Unary, exp.Predicate))
 
 
+_WRITTEN_NAME = re.compile(r'"?([A-Za-z_][A-Za-z0-9_$]*)')
+
+
+def _as_written(node: exp.Func, sql: str) -> exp.Func:
+    """sqlglot renders some calls under another name (to_hex(x) as HEX(x),
+    which PostgreSQL does not have). A one-argument-list call whose
+    rendering names something else than was written becomes the written
+    call again; others keep sqlglot's rendering (the server then fails or
+    runs the equivalent built-in: LENGTH for char_length)."""
+    if type(node) is exp.Anonymous:
+        return node
+    start = node.meta.get("start")
+    match = _WRITTEN_NAME.match(sql, start) if isinstance(start, int) else None
+    if match is None:
+        return node
+    written = match.group(1).lower()
+    if written in {name.lower() for name in type(node).sql_names()}:
+        return node
+    rendered = _PG.generate(node, copy=True).split("(", 1)[0].strip().lower()
+    if rendered == written or set(node.args) - {"this", "expressions"}:
+        return node
+    arguments = ([node.this] if isinstance(node.this, exp.Expr) else []) + list(node.expressions)
+    return exp.Anonymous(this=written, expressions=arguments)
+
+
 def _qualify_call(node: exp.Func) -> exp.Expr | None:
     parent = node.parent
     if isinstance(parent, exp.Dot) and node.arg_key == "expression":
@@ -328,8 +357,9 @@ def _qualify_call(node: exp.Func) -> exp.Expr | None:
     if isinstance(parent, exp.Table) and node.arg_key == "this":
         if parent.args.get("db") is None and parent.args.get("catalog") is None:
             parent.set("db", _catalog())
-        return None
-    return exp.Dot(this=_catalog(), expression=node)
+        written = _as_written(node, _SOURCE.get())
+        return written if written is not node else None
+    return exp.Dot(this=_catalog(), expression=_as_written(node, _SOURCE.get()))
 
 
 @dataclass(frozen=True)
@@ -354,6 +384,7 @@ def bind_postgres(sql: str) -> Bound:
     if len(statements) != 1:
         raise BindError("binding needs exactly one statement")
     tree = statements[0]
+    _SOURCE.set(sql)
     tables, names, whole_row = _references(tree)
     cast_names = _cast_candidates(tree)
     # Children before parents (reverse breadth-first): a parent is rewritten
@@ -676,6 +707,8 @@ def unbound_reason(rendered: str) -> str | None:
             qualified = i >= 2 and tokens[i - 1].token_type == _T.DOT and _is_catalog(tokens[i - 2])
             if qualified or (token.token_type != _T.IDENTIFIER and (word in _SYNTAX_CALLS or kind in type_tokens)):
                 continue
+            if " " in word and token.token_type != _T.IDENTIFIER:
+                continue  # GROUP BY (, ORDER BY (, PARTITION BY (: a keyword of two words, never a name
             if i and tokens[i - 1].token_type == _T.TABLE_SAMPLE and word in ("system", "bernoulli"):
                 continue  # the built-in sampling methods (the guard allows no other)
             if kind in (_T.L_PAREN, _T.R_PAREN, _T.COMMA, _T.L_BRACKET, _T.R_BRACKET):
