@@ -49,6 +49,7 @@ from sqlglot.dialects.dialect import Dialect
 from sqlglot.tokens import Token, TokenType
 
 from governance.sql.dialects import POSTGRES, parse_sql
+from governance.sql.functions import allowed_functions
 
 
 class BindError(ValueError):
@@ -329,11 +330,12 @@ _WRITTEN_NAME = re.compile(r'"?([A-Za-z_][A-Za-z0-9_$]*)')
 
 
 def _as_written(node: exp.Func, sql: str) -> exp.Func:
-    """sqlglot renders some calls under another name (to_hex(x) as HEX(x),
-    which PostgreSQL does not have). A one-argument-list call whose
-    rendering names something else than was written becomes the written
-    call again; others keep sqlglot's rendering (the server then fails or
-    runs the equivalent built-in: LENGTH for char_length)."""
+    """The call as the model wrote it (the name the guard checked). sqlglot
+    renders some calls under another name: to_hex(x) as HEX(x), which
+    PostgreSQL lacks, char_length(x) as LENGTH(x). A call with a plain
+    argument list becomes the written call again; another keeps sqlglot's
+    rendering only if that name is on the allowlist too (else the statement
+    would call a function nobody checked)."""
     if type(node) is exp.Anonymous:
         return node
     start = node.meta.get("start")
@@ -344,10 +346,14 @@ def _as_written(node: exp.Func, sql: str) -> exp.Func:
     if written in {name.lower() for name in type(node).sql_names()}:
         return node
     rendered = _PG.generate(node, copy=True).split("(", 1)[0].strip().lower()
-    if rendered == written or set(node.args) - {"this", "expressions"}:
+    if rendered == written:
         return node
-    arguments = ([node.this] if isinstance(node.this, exp.Expr) else []) + list(node.expressions)
-    return exp.Anonymous(this=written, expressions=arguments)
+    if not set(node.args) - {"this", "expressions"}:
+        arguments = ([node.this] if isinstance(node.this, exp.Expr) else []) + list(node.expressions)
+        return exp.Anonymous(this=written, expressions=arguments)
+    if rendered in allowed_functions(POSTGRES):
+        return node
+    raise BindError(f"cannot bind {written}: it would be rendered as {rendered}")
 
 
 def _qualify_call(node: exp.Func) -> exp.Expr | None:
