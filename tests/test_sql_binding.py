@@ -179,6 +179,9 @@ def test_guard_accepts_only_pg_catalog_standard_operators() -> None:
 def test_attribute_notation_and_whole_rows_are_reported_for_the_catalog_check() -> None:
     bound = bind_postgres("SELECT p.nickname, to_jsonb(p) FROM people p WHERE p.id = 1")
     assert "nickname" in bound.names
+    # an explicit output column of a subquery is no attribute-notation candidate
+    assert "count" not in bind_postgres("SELECT s.count FROM (SELECT count(*) AS count FROM t) s").names
+    assert "to_json" in bind_postgres("SELECT s.to_json FROM (SELECT * FROM t) s").names
     assert bound.whole_row
     assert not bind_postgres("SELECT id, name FROM people").whole_row
     # A column read as itself needs no cast check; one inside an expression does.

@@ -202,6 +202,8 @@ BOUND_CASES: list[tuple[str, list[tuple]]] = [
     ("SELECT to_hex(amount) FROM people WHERE id = 3", [("1e",)]),
     ("SELECT count(*) FROM people GROUP BY (amount OPERATOR(pg_catalog.%) 20) ORDER BY 1", [(1,), (2,)]),
     ("SELECT (h.a).street FROM homes h", [("Main",)]),
+    ("SELECT s.count FROM (SELECT count(*) AS count FROM people) s", [(3,)]),
+    ("WITH w AS (SELECT count(*) AS to_jsonb FROM people) SELECT x.to_jsonb FROM w AS x", [(3,)]),
     ("SELECT count(*) FROM people WHERE amount = ALL (ARRAY[10])", [(1,)]),
     (
         "SELECT city, count(*) FROM people GROUP BY GROUPING SETS ((city), ()) ORDER BY city",
@@ -267,6 +269,10 @@ REFUSED_AT_RUN: list[tuple[str, str]] = [
     ("SELECT to_jsonb(x) FROM moods x", "cast mood"),
     ("SELECT jsonb_agg(x) FROM moods AS x", "cast mood"),
     ("SELECT (h.a).owner FROM homes h", "function owner"),
+    # pg_catalog's functions in attribute notation read the whole row too
+    ("SELECT p.to_jsonb FROM people p", "function to_jsonb"),
+    ("SELECT p.row_to_json FROM people p", "function row_to_json"),
+    ("SELECT s.to_json FROM (SELECT * FROM people) s", "function to_json"),
 ]
 
 

@@ -433,9 +433,16 @@ def _key(identifier: exp.Identifier) -> str:
 
 
 def _references(tree: exp.Expr) -> tuple[tuple[str, ...], tuple[str, ...], bool]:
+    """(relations named, attribute-notation candidates, whether a relation's
+    row is used as a value). A candidate is a name written after a
+    qualifier (`t.n`, `(x).n`) that is not an explicit output column of the
+    subquery or CTE it qualifies: PostgreSQL reads `t.n` as n(t) when t has
+    no column n."""
     tables: set[str] = set()
-    names: set[str] = set()
+    columns: set[str] = set()
     relation_names: set[str] = set()
+    derived = _derived_outputs(tree)
+    candidates: set[str] = set()
     for node in tree.walk():
         if type(node) is exp.Table and all(isinstance(p, exp.Identifier) for p in node.parts):
             if node.parts and not isinstance(node.this, exp.Func):
@@ -444,11 +451,56 @@ def _references(tree: exp.Expr) -> tuple[tuple[str, ...], tuple[str, ...], bool]
         elif type(node) is exp.TableAlias and isinstance(node.this, exp.Identifier):
             relation_names.add(_key(node.this))
         elif type(node) is exp.Column and isinstance(node.this, exp.Identifier):
-            names.add(node.this.name if node.this.quoted else node.this.name.lower())
+            name = _key(node.this)
+            columns.add(name)
+            qualifier = node.args.get("table")
+            if isinstance(qualifier, exp.Identifier):
+                outputs = derived.get(_key(qualifier))
+                if outputs is None or name not in outputs:
+                    candidates.add(name)
         elif type(node) is exp.Dot and isinstance(node.expression, exp.Identifier):
-            ident = node.expression
-            names.add(ident.name if ident.quoted else ident.name.lower())
-    return tuple(sorted(tables)), tuple(sorted(names)), bool(names & relation_names)
+            candidates.add(_key(node.expression))
+    return tuple(sorted(tables)), tuple(sorted(candidates)), bool(columns & relation_names)
+
+
+def _derived_outputs(tree: exp.Expr) -> dict[str, frozenset[str] | None]:
+    """Alias of a subquery or CTE (and of a reference to a CTE) -> its
+    explicit output column names; None when they are not all known (*)."""
+    outputs: dict[str, frozenset[str] | None] = {}
+    for node in tree.walk():
+        if isinstance(node, (exp.Subquery, exp.CTE)):
+            alias = node.args.get("alias")
+            if isinstance(alias, exp.TableAlias) and isinstance(alias.this, exp.Identifier):
+                listed = [c for c in alias.columns if isinstance(c, exp.Identifier)]
+                names = frozenset(_key(c) for c in listed) if listed else _select_outputs(node.this)
+                outputs[_key(alias.this)] = names
+    for table in tree.find_all(exp.Table):
+        alias = table.args.get("alias")
+        if isinstance(table.this, exp.Identifier) and isinstance(alias, exp.TableAlias):
+            name = _key(table.this)
+            if name in outputs and isinstance(alias.this, exp.Identifier):
+                outputs[_key(alias.this)] = outputs[name]
+    return outputs
+
+
+def _select_outputs(query: exp.Expr) -> frozenset[str] | None:
+    while isinstance(query, exp.SetOperation):
+        query = query.this
+    if not isinstance(query, exp.Select):
+        return None
+    names = set()
+    for expression in query.expressions:
+        if isinstance(expression, exp.Star) or isinstance(getattr(expression, "this", None), exp.Star):
+            return None
+        if not expression.alias_or_name:
+            return None
+        names.add(expression.alias_or_name if _quoted_alias(expression) else expression.alias_or_name.lower())
+    return frozenset(names)
+
+
+def _quoted_alias(expression: exp.Expr) -> bool:
+    identifier = expression.args.get("alias") if isinstance(expression, exp.Alias) else expression.this
+    return isinstance(identifier, exp.Identifier) and identifier.quoted
 
 
 # Where a column stands as itself: output, sort and grouping keys read it
@@ -485,9 +537,10 @@ def user_code_sql(bound: Bound) -> str:
     between the type of a column it names (or the row type of a relation it
     uses as a value) of a relation it reads and a built-in type (the only
     targets a bound statement can cast to, explicitly or by coercion), or to
-    such a column's type (UNION / CASE unify towards it); and a
-    user function it would call in attribute notation (`t.f` where f is no
-    column of t). No rows: nothing."""
+    such a column's type (UNION / CASE unify towards it); and any function,
+    pg_catalog's too, it would call in attribute notation (`t.f` for f(t)
+    where t has no column f: only real columns are read that way). No rows:
+    nothing."""
     tables, names = _text_array(bound.tables), _text_array(bound.names)
     # A whole row converts every column (to_jsonb(t) uses a type's cast to json).
     every_column = bound.cast_names is None or bound.whole_row
@@ -519,10 +572,10 @@ def user_code_sql(bound: Bound) -> str:
     JOIN pg_catalog.pg_namespace AS s ON s.oid = p.pronamespace
     JOIN rel ON p.proargtypes[0] = rel.reltype OR p.proargtypes[0] IN ({any_row})
     OR p.proargtypes[0] IN (
-        SELECT a.atttypid FROM pg_catalog.pg_attribute AS a
-        WHERE a.attrelid = rel.oid AND a.attnum > 0 AND NOT a.attisdropped
+        SELECT a.atttypid FROM pg_catalog.pg_attribute AS a JOIN pg_catalog.pg_type AS ct ON ct.oid = a.atttypid
+        WHERE a.attrelid = rel.oid AND a.attnum > 0 AND NOT a.attisdropped AND ct.typtype = 'c'
     )
-    WHERE p.pronamespace <> 11 AND s.nspname <> 'information_schema' AND p.pronargs >= 1
+    WHERE s.nspname <> 'information_schema' AND p.prokind = 'f' AND p.pronargs >= 1
     AND p.pronargs - p.pronargdefaults <= 1 AND CAST(p.proname AS TEXT) = ANY({names})
     AND NOT EXISTS (
         SELECT 1 FROM pg_catalog.pg_attribute AS a
