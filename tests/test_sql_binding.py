@@ -188,3 +188,9 @@ def test_attribute_notation_and_whole_rows_are_reported_for_the_catalog_check() 
     assert bind_postgres("SELECT m, id FROM moods ORDER BY m").cast_names == ()
     assert bind_postgres("SELECT lower(m::text) FROM moods").cast_names == ("m",)
     assert bind_postgres("SELECT x FROM (SELECT m AS x FROM moods) s").cast_names is None
+
+
+def test_the_guard_accepts_exactly_the_operators_the_binder_writes() -> None:
+    from governance.sql.binding import OPERATORS
+
+    assert {f"pg_catalog.{op}" for op in OPERATORS.values()} | {"pg_catalog.@@"} == set(BOUND_OPERATORS)

@@ -37,8 +37,9 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote, unquote, urlsplit
 
-from governance.sql.binding import BindError, Bound, bind_postgres, user_code_sql
+from governance.sql.binding import BindError, Bound, bind_postgres
 from governance.sql.bounds import Collected, CutCounter, FetchBounds, collect, pg_register_cutting_loaders
+from governance.sql.catalog_check import user_code_text
 
 SQL_MARKER = "/* OwlAI generated */"
 BIND_REFUSED = "the statement cannot be bound to the platform's functions"
@@ -276,7 +277,8 @@ def _run_postgresql(
         with conn.transaction(force_rollback=True), conn.cursor() as cursor:
             # Same transaction and search_path as the statement: what it
             # reads is what the check saw.
-            found = cursor.execute(marked_sql(user_code_sql(sql)), prepare=False).fetchall()
+            check = bind_postgres(user_code_text(sql)).sql  # itself bound: the catalog check names pg_catalog's code
+            found = cursor.execute(marked_sql(check), prepare=False).fetchall()
             if found:
                 kinds = sorted({f"{kind} {name}" for kind, name in found})
                 # Our own words and the catalog's names: nothing to scrub.
