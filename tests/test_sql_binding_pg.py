@@ -397,3 +397,9 @@ def test_schema_analysis_lists_nothing_for_sqlite(sqlite_customer_db) -> None:
     assert database_code_record(connection=connection) == []
     connection.refresh_from_db()
     assert connection.database_code == []
+
+
+def test_rewritten_outputs_keep_the_labels_the_written_statement_gets(shadowed_db) -> None:
+    sql = "SELECT nullif(amount, 10), amount IS DISTINCT FROM 10, strpos(name, 'i'), lower(name) FROM people"
+    bound = execute_readonly(engine="postgresql", dsn=shadowed_db["dsn"], sql=sql, row_cap=1, timeout_ms=5000)
+    assert bound.columns == ["nullif", "?column?", "strpos", "lower"]

@@ -390,6 +390,7 @@ def bind_postgres(sql: str) -> Bound:
     _SOURCE.set(sql)
     tables, names, whole_row = references(tree)
     cast_names = cast_candidates(tree)
+    _keep_labels(tree, sql)
     # Children before parents (reverse breadth-first): a parent is rewritten
     # over its already bound operands. Replacements are set by the parent,
     # one assignment per argument (replacing list items one by one is
@@ -407,6 +408,39 @@ def bind_postgres(sql: str) -> Bound:
     if reason:
         raise BindError(reason)
     return Bound(rendered, tables, names, whole_row, cast_names)
+
+
+# Written names PostgreSQL labels an output column with, where sqlglot renders
+# the call under another name or the binder rewrites it (nullif -> CASE).
+_RENAMED_CALLS = frozenset({"nullif", "now", "date_part", "strpos", "substr", "variance", "pow", "mod", "char_length"})
+
+
+def _keep_labels(tree: exp.Expr, sql: str) -> None:
+    """An unaliased output column keeps the label the statement as written
+    would get: the model reads results by these names."""
+    query = tree
+    while isinstance(query, exp.Subquery):
+        query = query.this
+    if not isinstance(query, exp.Select):
+        return  # set operations take the first branch's labels; left as sqlglot renders them
+    labelled, changed = [], False
+    for expression in query.expressions:
+        labelled.append(expression)
+        if isinstance(expression, (exp.Alias, exp.Column, exp.Star)):
+            continue
+        label = None
+        if isinstance(expression, (exp.NullSafeEQ, exp.NullSafeNEQ)):
+            label = "?column?"
+        elif isinstance(expression, exp.Func) and type(expression) is not exp.Anonymous:
+            start = expression.meta.get("start")
+            match = _WRITTEN_NAME.match(sql, start) if isinstance(start, int) else None
+            if match and match.group(1).lower() in _RENAMED_CALLS and not sql[match.start()].startswith('"'):
+                label = match.group(1).lower()
+        if label is not None:
+            labelled[-1] = exp.Alias(this=expression, alias=exp.to_identifier(label, quoted=True))
+            changed = True
+    if changed:
+        query.set("expressions", labelled)
 
 
 def _adopt(node: exp.Expr, replaced: dict[int, exp.Expr]) -> None:
