@@ -39,6 +39,8 @@ REWRITES = [
     ("SELECT a IS NOT DISTINCT FROM b FROM t", "ELSE (a OPERATOR(pg_catalog.=) b) END"),
     ("SELECT -a FROM t", "(a OPERATOR(pg_catalog.*) (-1))"),
     ("SELECT -1, - 2.5", "SELECT -1, -2.5"),
+    ("SELECT CASE WHEN a > 0 THEN -1 ELSE -2 END FROM t", "THEN -1 ELSE -2 END"),
+    ("SELECT round(x, -1), ARRAY[-1] FROM t", "pg_catalog.ROUND(x, -1), ARRAY[-1]"),
     ("SELECT ~a FROM t", "(a OPERATOR(pg_catalog.#) (-1))"),
     ("SELECT j -> 'a', j ->> 'b' FROM t", "(j OPERATOR(pg_catalog.->) 'a'), (j OPERATOR(pg_catalog.->>) 'b')"),
     ("SELECT j #> '{a}', j #>> '{a}' FROM t", "(j OPERATOR(pg_catalog.#>) '{a}')"),
@@ -139,6 +141,11 @@ def test_what_cannot_be_bound_is_refused(sql: str, reason: str) -> None:
         ("SELECT CASE a WHEN 1 THEN 2 END FROM t", "CASE x WHEN"),
         ("SELECT * FROM a JOIN b USING (id)", "USING"),
         ("SELECT * FROM generate_series(1, 2)", "function not bound"),
+        # a minus after something that ends an operand is the binary operator
+        ("SELECT CASE WHEN a THEN 1 END - 1 FROM t", "operator not bound"),
+        ("SELECT NULL - 1", "operator not bound"),
+        ("SELECT CURRENT_DATE - 1", "operator not bound"),
+        ("SELECT a.b - 1 FROM t AS a", "operator not bound"),
     ],
 )
 def test_verification_refuses_unbound_text(rendered: str, reason: str | None) -> None:

@@ -263,6 +263,14 @@ def _is_operator_call(tokens: list[Token], i: int) -> bool:
     )
 
 
+# Tokens after which a minus sign starts an operand (a negative number),
+# never ends one: an allowlist, since many keywords end operands (END,
+# CURRENT_DATE, NULL) and a minus after them would be an unbound operator.
+_BEFORE_A_SIGN = frozenset(
+    {_T.L_PAREN, _T.COMMA, _T.L_BRACKET, _T.SELECT, _T.THEN, _T.ELSE, _T.WHEN, _T.AND, _T.OR, _T.NOT, _T.FARROW}
+)
+
+
 def _harmless_symbol(tokens: list[Token], i: int, bound_at: set[int]) -> bool:
     kind = tokens[i].token_type
     following = tokens[i + 1] if i + 1 < len(tokens) else None
@@ -274,7 +282,7 @@ def _harmless_symbol(tokens: list[Token], i: int, bound_at: set[int]) -> bool:
         # A minus sign on a number literal folds into the constant.
         if following is None or following.token_type != _T.NUMBER or previous is None:
             return False
-        return (i - 1) in bound_at or previous.token_type in (_T.L_PAREN, _T.COMMA, _T.L_BRACKET, _T.SELECT)
+        return (i - 1) in bound_at or previous.token_type in _BEFORE_A_SIGN
     return False
 
 
