@@ -582,6 +582,7 @@ def _text_between_tokens(sql: str, tokens: list[Token]) -> str:
 # slow, so the token loops compare against module constants (with ==, which
 # also holds if a compiled tokenizer ever hands out plain ints).
 _SEMICOLON = TokenType.SEMICOLON
+_TABLE_SAMPLE = TokenType.TABLE_SAMPLE
 
 
 def _count_statements(tokens: list[Token]) -> int:
@@ -810,9 +811,8 @@ class _Walk:
         self.dialect = dialect
         # TABLESAMPLE <method> (...): the method's position, explained by a
         # TableSample node (whose method is checked), never by a call.
-        self.sample_methods = {
-            tokens[i + 1].start for i, t in enumerate(tokens[:-1]) if t.token_type == TokenType.TABLE_SAMPLE
-        }
+        sample = _TABLE_SAMPLE
+        self.sample_methods = {tokens[i + 1].start for i, t in enumerate(tokens[:-1]) if t.token_type == sample}
         self.allowed_functions = allowed_functions(dialect)
         self.denial: str | None = None
         self.tables: set[str] = set()
