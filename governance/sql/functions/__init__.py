@@ -60,6 +60,7 @@ def allowed_functions(dialect: str) -> frozenset[str]:
 
 @cache
 def allowed_settings() -> frozenset[str]:
-    """The PostgreSQL settings current_setting() may read (postgres_settings.txt)."""
-    path = _DIR / "postgres_settings.txt"
+    """The PostgreSQL settings current_setting() may read
+    (governance/sql/postgres_settings.txt; this folder holds function lists only)."""
+    path = _DIR.parent / "postgres_settings.txt"
     return parse_allowlist(path.read_text(encoding="utf-8"), source=path.name)
