@@ -165,6 +165,13 @@ class DbConnection(models.Model):
     )
     row_cap = models.PositiveIntegerField(_("row cap"), default=500)
     statement_timeout_ms = models.PositiveIntegerField(_("statement timeout (ms)"), default=15_000)
+    # What schema analysis found of the database's own code in its schemas
+    # (governance.sql.database_code): functions, aggregates, operators, casts,
+    # SECURITY DEFINER ones flagged. None: not analysed yet. Never called by
+    # the executor; listed so the admin knows.
+    database_code = models.JSONField(
+        _("database's own functions, operators and casts"), null=True, blank=True, editable=False
+    )
     created_at = models.DateTimeField(_("created"), auto_now_add=True)
 
     class Meta:

@@ -98,6 +98,13 @@ _RULES: list[tuple[str, str | None]] = [
     (r"unsupported statement: (?P<sql>.+)", gettext_noop("unsupported statement (%(sql)s)")),
     (r"unsupported statement", gettext_noop("unsupported statement")),
     (r"optimizer hint not allowed", gettext_noop("optimizer hints are not allowed")),
+    (r"setting not readable: (?P<sql>.+)", gettext_noop("this setting cannot be read: %(sql)s")),
+    (r"sampling method not allowed: (?P<sql>.+)", gettext_noop("sampling method not allowed: %(sql)s")),
+    (r"sampling clause not allowed: (?P<sql>.+)", gettext_noop("sampling clause not allowed: %(sql)s")),
+    (
+        r"write a JSON arrow that is a function's argument in parentheses: .*",
+        gettext_noop("write a JSON arrow that is a function's argument in parentheses, e.g. f((x -> 'a'), ...)"),
+    ),
     (r"function not allowed: (?P<sql>.+)", gettext_noop("function not allowed: %(sql)s")),
     (r"function not allowed", gettext_noop("a function that is not allowed")),
     (r"operator not allowed: (?P<sql>.+)", gettext_noop("operator not allowed: %(sql)s")),

@@ -30,6 +30,7 @@ from governance.models import (
 )
 from governance.pii.detectors import detect
 from governance.services import GovernanceError, db_connection_account_check, db_connection_dsn
+from governance.sql.database_code import database_code
 from governance.sql.dialects import configured_schemas
 from governance.sql.execute import execute_readonly
 
@@ -308,7 +309,29 @@ def schema_analysis_apply(*, connection: DbConnection, results: dict) -> int:
 
 def schema_analysis_run(*, connection_id: int) -> int:
     connection = DbConnection.objects.get(pk=connection_id)
-    return schema_analysis_apply(connection=connection, results=analyse_connection(connection))
+    changed = schema_analysis_apply(connection=connection, results=analyse_connection(connection))
+    database_code_record(connection=connection)
+    return changed
+
+
+def database_code_record(*, connection: DbConnection) -> list[dict] | None:
+    """List the database's own functions, operators and casts in the
+    connection's schemas onto the connection (governance.sql.database_code),
+    for the admin. A catalog that cannot be read leaves the last listing."""
+    dsn = db_connection_dsn(connection=connection)
+    try:
+        entries = database_code(
+            engine=connection.engine,
+            dsn=dsn,
+            schemas=configured_schemas(connection.sql_dialect, connection.schemas),
+            timeout_ms=connection.statement_timeout_ms,
+        )
+    except Exception:
+        logger.warning("could not list the database's own code for connection %s", connection.pk, exc_info=True)
+        return None
+    DbConnection.objects.filter(pk=connection.pk).update(database_code=entries)
+    connection.database_code = entries
+    return entries
 
 
 # (connection id, revision token) -> schema. Tokens never come back (see

@@ -36,7 +36,7 @@ from hypothesis import strategies as st
 from governance.pii import lineage as sql_lineage
 from governance.pii.lineage import OutputColumn, classify_outputs
 from governance.pii.lineage import classifier as lineage_classifier
-from governance.sql.execute import execute_readonly
+from governance.sql.execute import BIND_ERROR_CLASS, QueryError, execute_readonly
 from tests.support.customer_dbs import CUSTOMER_SCHEMA, PLANTED_VALUES, _mysql_admin
 
 PG, MY, LITE = "postgres", "mysql", "sqlite"
@@ -711,7 +711,14 @@ def _run(db, sql: str) -> tuple[list[str], list]:
 def test_attack_on_the_real_database(request, dialect: str, case: Case) -> None:
     db = request.getfixturevalue(FIXTURE[dialect])
     sql = case.text(dialect)
-    columns, rows = _run(db, sql)
+    try:
+        columns, rows = _run(db, sql)
+    except QueryError as refused:
+        # PostgreSQL: the executor refuses what would run code other than
+        # pg_catalog's (attribute notation), and an extension's function
+        # called as pg_catalog's does not exist (42883): no output.
+        assert refused.error_class in (BIND_ERROR_CLASS, "42883"), refused
+        return
     outputs = _classify(dialect, case)
     assert len(columns) == case.n == len(outputs)
     masked = _masked(outputs)

@@ -25,12 +25,16 @@ PG_SYNTAX_ONLY = {
     "least",
     "trim",  # TRIM(... FROM ...) maps to btrim / ltrim / rtrim
     "grouping",  # GROUPING(...) of GROUP BY ROLLUP / CUBE
+    "xmlelement",  # XML constructors are grammar syntax (XmlExpr)
+    "xmlforest",
+    "xmlconcat",
 }
 
 # Volatile PostgreSQL functions we allow anyway, and why.
 PG_VOLATILE_OK = {
     "random",  # advances this session's generator only; setseed stays denied
     "clock_timestamp",  # reads the clock
+    "pg_blocking_pids",  # reads the lock table (ids only); changes nothing
 }
 
 # MySQL / MariaDB entries that are syntax or need non-NULL / special arguments.

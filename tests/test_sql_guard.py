@@ -98,6 +98,9 @@ _SYNTAX_CALLS = {
     "date_add": "SELECT DATE_ADD(a, INTERVAL 1 DAY) FROM t",
     "date_sub": "SELECT DATE_SUB(a, INTERVAL 1 DAY) FROM t",
     "json_table": "SELECT j.x FROM t, JSON_TABLE(t.a, '$[*]' COLUMNS (x INT PATH '$.x')) AS j",
+    "current_setting": "SELECT current_setting('TimeZone')",  # only listed settings, as a literal
+    "xmlelement": "SELECT xmlelement(name p, a) FROM t",
+    "overlaps": "SELECT (a, b) OVERLAPS (c, d) FROM t",
 }
 
 

@@ -75,7 +75,10 @@ FUNCTION_ATTACKS: list[tuple[str, str, str]] = [
     (PG, "SELECT * FROM pg_hba_file_rules()", "pg_hba_file_rules"),
     (PG, "SELECT * FROM pg_show_all_file_settings()", "pg_show_all_file_settings"),
     (PG, "SELECT * FROM pg_show_all_settings()", "pg_show_all_settings"),
-    (PG, "SELECT current_setting('data_directory')", "current_setting"),
+    (PG, "SELECT current_setting('data_directory')", "setting not readable: data_directory"),
+    (PG, "SELECT current_setting('archive_command')", "setting not readable: archive_command"),
+    (PG, "SELECT current_setting(lower('TIMEZONE'))", "setting not readable: (not a literal)"),
+    (PG, "SELECT current_setting('TimeZone' || '')", "setting not readable"),
     (PG, "SELECT version()", "version"),
     (PG, "SELECT pg_file_write('x', 'y', false)", "pg_file_write"),
     (PG, "SELECT lo_import('/etc/passwd')", "lo_import"),
@@ -109,7 +112,9 @@ FUNCTION_ATTACKS: list[tuple[str, str, str]] = [
     (MY, "SELECT IFNULL(SLEEP(1), 1)", "sleep"),
     (LITE, "SELECT coalesce(load_extension('x'))", "load_extension"),
     # --- unknown operators
-    (PG, "SELECT 1 OPERATOR(pg_catalog.+) 1", "OPERATOR(pg_catalog.+)"),
+    # pg_catalog's standard operators are the binder's own form; others are not
+    (PG, "SELECT 1 OPERATOR(pg_catalog.<->) 1", "OPERATOR(pg_catalog.<->)"),
+    (PG, "SELECT 1 OPERATOR(pg_catalog.+) 1 OPERATOR(public.+) 1", "OPERATOR(public.+)"),
     (PG, "SELECT id OPERATOR(public.===) 1 FROM customers", "OPERATOR(public.===)"),
     (PG, "SELECT point(1, 2) <-> point(3, 4)", "operator not allowed: distance"),
     (PG, "SELECT a <-> b FROM t", "distance"),

@@ -26,6 +26,7 @@ from sqlglot import exp
 from sqlglot.dialects.dialect import Dialect
 
 from governance.pii.masking import KIND_BY_LABEL, TOKEN_PATTERN
+from governance.sql.dialects import parse_sql
 
 
 class ReidentifyError(Exception):
@@ -51,7 +52,7 @@ def reidentify_sql(sql: str, dialect: str, original_for: Callable[[str, int], st
         return Reidentified(sql)
     parser = Dialect.get_or_raise(dialect)
     try:
-        statements = [s for s in parser.parse(sql) if s is not None and not isinstance(s, exp.Semicolon)]
+        statements = [s for s in parse_sql(dialect, sql) if s is not None and not isinstance(s, exp.Semicolon)]
     except Exception as error:
         raise ReidentifyError("the statement could not be parsed for re-identification") from error
     if len(statements) != 1:
@@ -83,7 +84,7 @@ def reidentify_sql(sql: str, dialect: str, original_for: Callable[[str, int], st
         return Reidentified(sql)
     try:
         rendered = tree.sql(dialect=parser)
-        reparsed = [s for s in parser.parse(rendered) if s is not None and not isinstance(s, exp.Semicolon)]
+        reparsed = [s for s in parse_sql(dialect, rendered) if s is not None and not isinstance(s, exp.Semicolon)]
     except Exception as error:
         raise ReidentifyError("the re-identified statement could not be rendered") from error
     if len(reparsed) != 1 or reparsed[0] != tree:

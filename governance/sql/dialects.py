@@ -74,3 +74,124 @@ def configured_schemas(dialect: str, configured: object) -> tuple[str, ...]:
     if not names:  # blank: the default (a list of only system schemas stays empty)
         return tuple(sorted(DEFAULT_SCHEMAS[dialect]))
     return tuple(result)
+
+
+# --------------------------------------------------------------------------
+# Parsing: sqlglot's dialects with OwlAI's fixes
+# --------------------------------------------------------------------------
+
+# sqlglot reads `f(x -> 'a', ...)` (a bare name, then `->`, as a function's
+# argument) as a lambda in every dialect, where PostgreSQL, MySQL and SQLite
+# read the JSON arrow: COALESCE(j -> 'a', '{}') was denied as a lambda, and a
+# chain `lower(j -> 'a' ->> 'b')` came out right-associated. Not reported
+# upstream (lambdas are a feature of other dialects); fixed here by reading
+# such an argument as `(name -> ...)` before the parser sees it, which the
+# servers read the same way. The compiled parser (sqlglotc) cannot be
+# subclassed, so the fix is on the token list.
+
+
+# True once governance/pii (lineage, re-identification) parse with parse_sql.
+# Until then they still read such an argument as a lambda, whose name is no
+# column to them (its personal data would go unmasked), so the guard refuses
+# a statement the fix changes and names the parenthesised form, which every
+# reading agrees on.
+JSON_ARROW_FIX_EVERYWHERE = True
+
+
+def lambda_free(tokens: list) -> list:
+    """`tokens` with every `name -> ...` function argument parenthesised (the
+    same list object when there is none)."""
+    from sqlglot.tokens import Token, TokenType
+
+    arrow = TokenType.ARROW
+    if not any(token.token_type == arrow for token in tokens):
+        return tokens  # the common case: one pass, nothing to fix
+    count = len(tokens)
+    argument_starts = _call_argument_starts(tokens)
+    closes_before: dict[int, int] = {}  # token index -> parentheses to insert before it
+    opens_before: set[int] = set()
+    for i, token in enumerate(tokens):
+        if not (
+            0 < i < count - 1
+            and tokens[i + 1].token_type == TokenType.ARROW
+            and token.token_type not in (TokenType.STRING, TokenType.NUMBER, TokenType.R_PAREN)
+            and i in argument_starts
+        ):
+            continue
+        end, depth = i + 1, 0
+        while end < count:  # the end of this argument: `,` or `)` at its depth
+            kind = tokens[end].token_type
+            if kind in (TokenType.L_PAREN, TokenType.L_BRACKET):
+                depth += 1
+            elif kind in (TokenType.R_PAREN, TokenType.R_BRACKET):
+                if depth == 0:
+                    break
+                depth -= 1
+            elif kind == TokenType.COMMA and depth == 0:
+                break
+            end += 1
+        opens_before.add(i)
+        closes_before[end] = closes_before.get(end, 0) + 1
+    if not opens_before:
+        return tokens
+    fixed = []
+    for i, token in enumerate(tokens):
+        for _ in range(closes_before.get(i, 0)):
+            last = fixed[-1]
+            fixed.append(Token(TokenType.R_PAREN, ")", last.line, last.col, last.end + 1, last.end))
+        if i in opens_before:
+            fixed.append(Token(TokenType.L_PAREN, "(", token.line, token.col, token.start, token.start - 1))
+        fixed.append(token)
+    for _ in range(closes_before.get(count, 0)):
+        last = fixed[-1]
+        fixed.append(Token(TokenType.R_PAREN, ")", last.line, last.col, last.end + 1, last.end))
+    return fixed
+
+
+def _call_argument_starts(tokens: list) -> set[int]:
+    """Indexes of the tokens that start a function call's argument: right
+    after `f(` or after a `,` directly inside one. A grouping `(` or a select
+    list's `,` is no call (`((x -> 'a'))`, `SELECT j -> 'a', ...` already
+    read as the arrow). A function's name is a plain or quoted name, not a
+    keyword; a keyword-named one (LEFT) keeps the lambda reading, which the
+    guard denies."""
+    from sqlglot.tokens import TokenType
+
+    names = (TokenType.VAR, TokenType.IDENTIFIER)
+    starts: set[int] = set()
+    stack: list[bool] = []  # per open parenthesis: is it a call's?
+    for i, token in enumerate(tokens):
+        kind = token.token_type
+        if kind == TokenType.L_PAREN:
+            is_call = i > 0 and tokens[i - 1].token_type in names
+            stack.append(is_call)
+            if is_call:
+                starts.add(i + 1)
+        elif kind == TokenType.R_PAREN:
+            if stack:
+                stack.pop()
+        elif kind == TokenType.COMMA and stack and stack[-1]:
+            starts.add(i + 1)
+    return starts
+
+
+def parse_tokens(dialect: str, tokens: list, sql: str) -> list:
+    """Parse an already tokenized statement the way every OwlAI check reads
+    SQL (sqlglot plus the fixes above)."""
+    return sql_dialect(dialect).parser().parse(lambda_free(tokens), sql)
+
+
+def parse_sql(dialect: str, sql: str) -> list:
+    """Tokenize and parse `sql`; what the guard, the binder, lineage and
+    re-identification must all use, so that they read the same tree."""
+    parser = sql_dialect(dialect)
+    return parse_tokens(dialect, parser.tokenize(sql), sql)
+
+
+def sql_dialect(dialect: str):
+    """sqlglot's Dialect object for one of SUPPORTED_DIALECTS."""
+    from sqlglot.dialects.dialect import Dialect
+
+    if dialect not in SUPPORTED_DIALECTS:
+        raise ValueError(f"unsupported SQL dialect {dialect!r}")
+    return Dialect.get_or_raise(dialect)

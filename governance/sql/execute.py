@@ -37,9 +37,14 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote, unquote, urlsplit
 
+from governance.sql.binding import BindError, Bound, bind_postgres
 from governance.sql.bounds import Collected, CutCounter, FetchBounds, collect, pg_register_cutting_loaders
+from governance.sql.catalog_check import user_code_text
 
 SQL_MARKER = "/* OwlAI generated */"
+BIND_REFUSED = "the statement cannot be bound to the platform's functions"
+BIND_ERROR_CLASS = "OWLAI_BIND"
+USER_CODE_REFUSED = "the statement could run code defined in the database"
 APPLICATION_NAME = "owlai-dbexec"
 
 
@@ -177,8 +182,15 @@ def execute_readonly(
     if runner is None:
         raise QueryError(f"unsupported engine: {engine}")
     bounds = FetchBounds(row_cap=row_cap, cell_chars=cell_chars, result_chars=result_chars)
+    statement: str | Bound = sql
+    if engine == "postgresql":
+        # What runs names pg_catalog's functions and operators (binding.py).
+        try:
+            statement = bind_postgres(sql)
+        except BindError as error:
+            raise QueryError(f"{BIND_REFUSED}: {error}", BIND_ERROR_CLASS) from error
     try:
-        return runner(dsn=dsn, sql=marked_sql(sql), bounds=bounds, timeout_ms=timeout_ms, schemas=tuple(schemas))
+        return runner(dsn=dsn, sql=statement, bounds=bounds, timeout_ms=timeout_ms, schemas=tuple(schemas))
     except _EngineError as error:
         words = allowed_words() if callable(allowed_words) else allowed_words
         raise QueryError(scrub_error_message(error.message, words), error.error_class) from error
@@ -255,7 +267,7 @@ def _pg_class(exc: BaseException) -> str:
 
 
 def _run_postgresql(
-    *, dsn: str, sql: str, bounds: FetchBounds, timeout_ms: int, schemas: tuple[str, ...]
+    *, dsn: str, sql: Bound, bounds: FetchBounds, timeout_ms: int, schemas: tuple[str, ...]
 ) -> QueryResult:
     import psycopg
 
@@ -263,11 +275,19 @@ def _run_postgresql(
     try:
         conn.read_only = True
         with conn.transaction(force_rollback=True), conn.cursor() as cursor:
+            # Same transaction and search_path as the statement: what it
+            # reads is what the check saw.
+            check = bind_postgres(user_code_text(sql)).sql  # itself bound: the catalog check names pg_catalog's code
+            found = cursor.execute(marked_sql(check), prepare=False).fetchall()
+            if found:
+                kinds = sorted({f"{kind} {name}" for kind, name in found})
+                # Our own words and the catalog's names: nothing to scrub.
+                raise QueryError(f"{USER_CODE_REFUSED}: {', '.join(kinds)}", BIND_ERROR_CLASS)
             counter = CutCounter()
             pg_register_cutting_loaders(cursor, bounds.cell_chars, counter)
             # Single-row mode: libpq holds one row at a time, and leaving the
             # stream early cancels the statement (psycopg's stream() does).
-            stream = cursor.stream(sql)
+            stream = cursor.stream(marked_sql(sql.sql))
             try:
                 first = next(stream, None)
                 columns = [d[0] for d in (cursor.description or [])]
@@ -334,7 +354,7 @@ def _run_mysql(*, dsn: str, sql: str, bounds: FetchBounds, timeout_ms: int, sche
             cursor.execute("START TRANSACTION READ ONLY")
         # Unbuffered: rows are read off the socket one by one as fetched.
         cursor = conn.cursor(pymysql.cursors.SSCursor)
-        cursor.execute(sql)
+        cursor.execute(marked_sql(sql))
         columns = [d[0] for d in (cursor.description or [])]
         collected = collect(_rows_of(cursor), len(columns), bounds) if cursor.description else collect((), 0, bounds)
         complete = collected.complete
@@ -395,7 +415,7 @@ def _run_sqlite(*, dsn: str, sql: str, bounds: FetchBounds, timeout_ms: int, sch
         conn.execute("PRAGMA query_only = ON")
         if hasattr(conn, "enable_load_extension"):
             conn.enable_load_extension(False)  # whatever the build allows, nothing is loaded here
-        cursor = conn.execute(sql)
+        cursor = conn.execute(marked_sql(sql))
         columns = [d[0] for d in (cursor.description or [])]
         # SQLite steps the statement as rows are fetched: unread rows are never computed.
         return _result(columns, collect(_rows_of(cursor), len(columns), bounds))

@@ -36,7 +36,8 @@ be complete. Instead:
 * Node types: every node of the tree must be of a reviewed sqlglot class
   (``_ALLOWED_NODE_TYPES``: query structure, literals, the standard
   operators, the syntax-built functions). An unknown class, such as an
-  extension operator (``<->``), ``OPERATOR(schema.op)``, a session variable or
+  extension operator (``<->``), ``OPERATOR(schema.op)`` outside pg_catalog's
+  standard operators, a session variable or
   a class added by a future sqlglot, is denied. Statement, write, lock and
   session nodes additionally carry a specific reason (``_DENIED_NODE_TYPES``).
   Nodes the parser built for a checked call (its arguments as sqlglot
@@ -87,8 +88,9 @@ from sqlglot.dialects.dialect import Dialect
 from sqlglot.errors import ParseError, TokenError
 from sqlglot.tokens import Token, TokenType
 
-from governance.sql.dialects import POSTGRES, SUPPORTED_DIALECTS
-from governance.sql.functions import allowed_functions
+from governance.sql.binding import BOUND_OPERATORS
+from governance.sql.dialects import JSON_ARROW_FIX_EVERYWHERE, POSTGRES, SUPPORTED_DIALECTS, lambda_free
+from governance.sql.functions import allowed_functions, allowed_settings
 
 
 @dataclass(frozen=True)
@@ -189,8 +191,6 @@ _DENIED_NODE_TYPES: tuple[tuple[type[exp.Expr], str], ...] = (
     (exp.SessionParameter, "server or session variable not allowed"),
     (exp.Parameter, "server or session variable not allowed"),
     (exp.Placeholder, "placeholder not allowed"),
-    # OPERATOR(schema.op): an arbitrary, possibly user-defined operator.
-    (exp.Operator, "operator not allowed: OPERATOR()"),
 )
 
 # The sqlglot classes a read-only query may contain. Exact classes, not
@@ -339,6 +339,11 @@ _ALLOWED_NODE_TYPES: frozenset[type[exp.Expr]] = frozenset(
         exp.ArrayContainsAll,
         exp.ArrayContainedBy,
         exp.ArrayOverlaps,
+        exp.Operator,  # only OPERATOR(pg_catalog.<standard op>), checked per node
+        exp.TableSample,  # TABLESAMPLE SYSTEM / BERNOULLI (n) [REPEATABLE (s)]; the method is checked per node
+        exp.Overlaps,  # (a, b) OVERLAPS (c, d): the grammar calls pg_catalog.overlaps
+        exp.IndexTableHint,  # MySQL USE / FORCE / IGNORE INDEX (names): a plan choice, reads nothing more
+        exp.XMLElement,  # xmlelement(name n, ...): grammar syntax building a value
         # Built by sqlglot for a call whose written name is checked on its own
         # (by position, or by check_unexplained_calls): the dedicated parsers
         # of CHAR / CEIL / FLOOR / INITCAP / NORMALIZE / OVERLAY / DECODE /
@@ -403,13 +408,17 @@ _SYNTAX_WORDS = frozenset(
         "except",
         "exists",
         "filter",
+        "first",  # FETCH FIRST (subquery) ROWS ONLY
+        "next",
         "from",
         "group",
         "having",
         "in",
+        "index",  # MySQL USE / FORCE / IGNORE INDEX (...)
         "intersect",
         "is",
         "join",
+        "key",  # MySQL USE KEY (...)
         "lateral",
         "like",
         "ilike",
@@ -419,10 +428,12 @@ _SYNTAX_WORDS = frozenset(
         "not",
         "offset",
         "on",
+        "operator",  # OPERATOR(pg_catalog.=): the operator node itself is checked
         "or",
         "over",
         "rollup",
         "row",
+        "repeatable",  # TABLESAMPLE ... REPEATABLE (seed)
         "select",
         "sets",
         "some",
@@ -438,6 +449,20 @@ _SYNTAX_WORDS = frozenset(
 )
 
 
+# PostgreSQL's built-in sampling methods. A method is a handler function found
+# by name; extensions add others (tsm_system_rows, tsm_system_time).
+_SAMPLE_METHODS = frozenset({"system", "bernoulli"})
+
+
+def _sample_denial(node: exp.Expr, dialect: str) -> str | None:
+    method = node.args.get("method")
+    name = method.name.lower() if isinstance(method, (exp.Var, exp.Identifier)) else ""
+    if dialect != POSTGRES or name not in _SAMPLE_METHODS:
+        return f"sampling method not allowed: {name or 'default'}"
+    extra = {k for k, v in node.args.items() if v is not None and k not in {"method", "percent", "seed"}}
+    return f"sampling clause not allowed: {', '.join(sorted(extra))}" if extra else None
+
+
 def _node_type_reason(node_type: type[exp.Expr]) -> str:
     if issubclass(node_type, exp.Func):
         try:
@@ -451,7 +476,16 @@ def _node_type_reason(node_type: type[exp.Expr]) -> str:
 
 
 # What the walk must do with a node beyond the per-type verdict.
-_KIND_PLAIN, _KIND_ANONYMOUS_FUNC, _KIND_TABLE, _KIND_ASSIGNMENT, _KIND_WITH, _KIND_IDENTIFIER = range(6)
+(
+    _KIND_PLAIN,
+    _KIND_ANONYMOUS_FUNC,
+    _KIND_TABLE,
+    _KIND_ASSIGNMENT,
+    _KIND_WITH,
+    _KIND_IDENTIFIER,
+    _KIND_OPERATOR,
+    _KIND_SAMPLE,
+) = range(8)
 
 
 @functools.cache
@@ -474,6 +508,12 @@ def _classify(node_type: type[exp.Expr]) -> tuple[str | None, int]:
         return reason, _KIND_WITH
     if node_type is exp.Identifier:
         return reason, _KIND_IDENTIFIER
+    if node_type is exp.Operator:
+        # OPERATOR(schema.op): only pg_catalog's standard operators, the form
+        # the binder writes (binding.py); any other is possibly user-defined.
+        return None, _KIND_OPERATOR
+    if node_type is exp.TableSample:
+        return reason, _KIND_SAMPLE
     return reason, _KIND_PLAIN
 
 
@@ -542,6 +582,7 @@ def _text_between_tokens(sql: str, tokens: list[Token]) -> str:
 # slow, so the token loops compare against module constants (with ==, which
 # also holds if a compiled tokenizer ever hands out plain ints).
 _SEMICOLON = TokenType.SEMICOLON
+_TABLE_SAMPLE = TokenType.TABLE_SAMPLE
 
 
 def _count_statements(tokens: list[Token]) -> int:
@@ -692,6 +733,43 @@ def _qualifier_text(parts: list[exp.Expr]) -> str:
     return ".".join(names)
 
 
+# SQLite pragmas that only list schema or build facts, as table-valued
+# functions named without arguments (the grant layer still decides whether a
+# query may read them). Called with arguments they are function calls, denied
+# by the function list.
+_READ_ONLY_PRAGMA_TABLES = frozenset(
+    {
+        "pragma_database_list",
+        "pragma_collation_list",
+        "pragma_function_list",
+        "pragma_module_list",
+        "pragma_pragma_list",
+        "pragma_compile_options",
+        "pragma_table_list",
+        "pragma_table_info",
+        "pragma_table_xinfo",
+        "pragma_index_list",
+        "pragma_index_info",
+        "pragma_index_xinfo",
+        "pragma_foreign_key_list",
+    }
+)
+
+
+def _setting_read(node: exp.Expr) -> str:
+    """The setting current_setting('name' [, missing_ok]) reads, lower-cased,
+    or "" when it is not one plain string literal."""
+    args = list(node.expressions) if isinstance(node, exp.Anonymous) else []
+    if not 1 <= len(args) <= 2:
+        return ""
+    first = args[0]
+    if type(first) is not exp.Literal or not first.is_string:
+        return ""
+    if len(args) == 2 and not isinstance(args[1], exp.Boolean):
+        return ""
+    return str(first.this).lower()
+
+
 # --------------------------------------------------------------------------
 # Tree walk
 # --------------------------------------------------------------------------
@@ -731,6 +809,10 @@ class _Walk:
 
     def __init__(self, dialect: str, tokens: list[Token]) -> None:
         self.dialect = dialect
+        # TABLESAMPLE <method> (...): the method's position, explained by a
+        # TableSample node (whose method is checked), never by a call.
+        sample = _TABLE_SAMPLE
+        self.sample_methods = {tokens[i + 1].start for i, t in enumerate(tokens[:-1]) if t.token_type == sample}
         self.allowed_functions = allowed_functions(dialect)
         self.denial: str | None = None
         self.tables: set[str] = set()
@@ -775,9 +857,14 @@ class _Walk:
                     reason = f"function not allowed: {node.name.lower()}"
             elif kind == _KIND_ANONYMOUS_FUNC:
                 reason = f"function not allowed: {node.name.lower()}"
+            if kind == _KIND_OPERATOR:
+                operator = str(node.args.get("operator") or "")
+                if self.dialect != POSTGRES or operator.lower() not in BOUND_OPERATORS:
+                    reason = f"operator not allowed: OPERATOR({operator})"
+            elif kind == _KIND_SAMPLE:
+                reason = reason or _sample_denial(node, self.dialect)
+                self.explained.update(self.sample_methods)
             if reason:
-                if node_type is exp.Operator:  # name the operator: OPERATOR(schema.op)
-                    reason = f"operator not allowed: OPERATOR({node.args.get('operator')})"
                 self._deny(reason)
             if kind == _KIND_TABLE:
                 self._record_table(node, ctes)
@@ -807,6 +894,10 @@ class _Walk:
         parts = _qualifier(node)
         if parts is not None and not _qualifier_allowed(parts, self.dialect):
             self._deny(f"function not allowed: {_qualifier_text(parts)}.{name}")
+        if self.dialect == POSTGRES and name == "current_setting":
+            setting = _setting_read(node)
+            if setting not in allowed_settings():
+                self._deny(f"setting not readable: {setting or '(not a literal)'}")
 
     def check_unexplained_calls(self) -> None:
         """Every word before "(" that the tree does not explain must be an
@@ -853,6 +944,12 @@ class _Walk:
         if not all(isinstance(part, exp.Identifier) for part in parts):
             self._deny(f"unsupported table reference: {table.sql(self.dialect)[:80]}")
             return
+        name = parts[-1].name.lower()
+        if self.dialect == "sqlite" and name.startswith("pragma_") and name not in _READ_ONLY_PRAGMA_TABLES:
+            # A pragma read as a table: some change the database or the
+            # session (optimize, journal_mode, wal_checkpoint, ...).
+            self._deny(f"{_CONTROL}: PRAGMA ({name})")
+            return
         if len(parts) == 1:
             if _identifier_key(parts[0], self.dialect) in ctes:
                 return  # reference to a CTE in scope, not a real table
@@ -880,13 +977,17 @@ def analyse_sql(sql: str, dialect: str) -> SqlVerdict:
         return SqlVerdict(False, f"internal error: {type(error).__name__}", ())
 
 
+_ARROW_ARGUMENT = "write a JSON arrow that is a function's argument in parentheses: f((x -> 'a'), ...)"
+
+
 def _analyse(sql: str, dialect: str) -> SqlVerdict:
     if not isinstance(sql, str):
         return SqlVerdict(False, "sql must be a string", ())
     parser_dialect = _DIALECTS[dialect]
     try:
         tokens = parser_dialect.tokenize(sql)
-        parsed = parser_dialect.parser().parse(tokens, sql)
+        fixed = lambda_free(tokens)
+        parsed = parser_dialect.parser().parse(fixed, sql)
     except (ParseError, TokenError) as error:
         return SqlVerdict(False, _parse_error_reason(error), ())
 
@@ -912,8 +1013,10 @@ def _analyse(sql: str, dialect: str) -> SqlVerdict:
     first_token = next((t for t in tokens if t.token_type != _SEMICOLON), None)
     # Most specific reason first; the TABLE-keyword rule also trips on
     # `INTO TEMPORARY TABLE`, which the walk names better.
+    arrow = None if fixed is tokens or JSON_ARROW_FIX_EVERYWHERE else _ARROW_ARGUMENT
     reason = (
-        _lexical_denial(sql, tokens, dialect)
+        arrow
+        or _lexical_denial(sql, tokens, dialect)
         or _root_denial(statements[0], first_token)
         or walk.denial
         or _shorthand_denial(tokens)

@@ -53,6 +53,7 @@ from governance.pii.lineage.shapes import (
 )
 from governance.pii.lineage.walk import _Walk
 from governance.pii.masking import KIND_BY_LABEL, TOKEN_PATTERN
+from governance.sql.dialects import parse_sql
 
 
 class _Classifier(_Outputs, _Walk, _Rows, _Fallback):
@@ -321,7 +322,7 @@ class _Classifier(_Outputs, _Walk, _Rows, _Fallback):
         """(root of the single statement, "") or (None, why not)."""
         try:
             statements = [
-                s for s in _DIALECTS[self.dialect].parse(self.sql) if s is not None and not isinstance(s, exp.Semicolon)
+                s for s in parse_sql(self.dialect, self.sql) if s is not None and not isinstance(s, exp.Semicolon)
             ]
         except Exception:
             return None, "parse error"

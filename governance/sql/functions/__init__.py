@@ -56,3 +56,11 @@ def allowed_functions(dialect: str) -> frozenset[str]:
     """The function names the guard lets a query call in ``dialect``."""
     path = allowlist_path(dialect)
     return parse_allowlist(path.read_text(encoding="utf-8"), source=path.name)
+
+
+@cache
+def allowed_settings() -> frozenset[str]:
+    """The PostgreSQL settings current_setting() may read
+    (governance/sql/postgres_settings.txt; this folder holds function lists only)."""
+    path = _DIR.parent / "postgres_settings.txt"
+    return parse_allowlist(path.read_text(encoding="utf-8"), source=path.name)
