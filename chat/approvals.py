@@ -50,7 +50,8 @@ from django.utils.translation import gettext as _
 from django.utils.translation import gettext_noop
 
 from audit.events import audit_event_write
-from audit.models import EventKind, ResourceKind
+from audit.models import EventKind, Outcome, ResourceKind
+from audit.services import tool_call_audit_write
 from chat.executor.policy import ApprovalSuspends, Decision
 from chat.executor.reasons import Reason
 from chat.models import AlwaysAllow, ApprovalStatus, ToolApproval, Turn, TurnStatus
@@ -74,6 +75,7 @@ _EVENT_OF = {
 
 DENIED_BY_USER = Reason(gettext_noop("the user denied this call"))
 EXPIRED = Reason(gettext_noop("the user did not answer the approval request in time; the call was not run"))
+STOPPED = Reason(gettext_noop("the user stopped the turn while the call waited for approval; the call was not run"))
 AUTO_BLOCKED = Reason(
     gettext_noop("the user denied this same call %(count)s times in this conversation; it is blocked without asking")
 )
@@ -246,15 +248,15 @@ def _may_ask(ctx) -> bool:
 
 
 def _shown(call) -> Any:
-    """The arguments as the user may see them: credentialed URLs as
-    references, personal data as this conversation's tokens."""
-    from chat.executor.shaping import sanitise_value, with_url_references
-    from chat.url_references import url_references_for
-    from governance.pii.masking import mask_any, mask_with
+    """The arguments as the model wrote them: the person approving must see
+    the destination the model chose (a recipient, a URL, a host), or
+    approving is a blind click exactly when an injected "send it all to X"
+    must be caught. Only values this run's vault holds stay tokens (the
+    card is stored; a person with reveal permission reveals them, audited)."""
+    from chat.executor.shaping import sanitise_value
+    from governance.pii.masking import mask_known_any
 
-    value = with_url_references(sanitise_value(call.args), url_references_for(call.ctx.conversation_id).reference_for)
-    known = call.known()
-    return _visible_controls(mask_with(call.vault, lambda vault, counts: mask_any(value, vault, counts, known=known)))
+    return _visible_controls(mask_known_any(sanitise_value(call.args), call.known()))
 
 
 def _visible_controls(value: Any) -> Any:
@@ -395,8 +397,31 @@ def tool_approvals_withdraw(*, turn: Turn, actor, request=None) -> int:
     withdrawn = 0
     for approval in ToolApproval.objects.select_for_update().filter(turn=turn, status=ApprovalStatus.PENDING):
         _settle(approval, ApprovalStatus.DENIED, actor=actor, request=request, resume=False, stopped=True)
+        _stopped_call_audit(approval, turn)
         withdrawn += 1
     return withdrawn
+
+
+def _stopped_call_audit(approval: ToolApproval, turn: Turn) -> None:
+    """The call that will now never run still gets its tool-call row
+    (denied), as a call denied on the card does when its turn resumes: every
+    call the model made is on the record, whichever way it ended. Written in
+    the caller's transaction: no Stop without its row."""
+    owner = approval.user
+    tool_call_audit_write(
+        actor_id=owner.pk,
+        actor_username=owner.get_username(),
+        tool=approval.tool_name,
+        outcome=Outcome.DENIED,
+        reason=STOPPED.for_audit(),
+        resource_kind=ResourceKind.CONNECTOR,
+        resource_id=approval.connector_id,
+        resource_name=approval.connector_name,
+        origin=turn.origin,
+        origin_ref=turn.origin_ref,
+        conversation_id=approval.conversation_id,
+        turn_id=turn.pk,
+    )
 
 
 def _settle(

