@@ -20,11 +20,11 @@ from audit.models import AuditEvent, ToolCallAudit
 from chat.approvals import ApprovalError, always_allow_revoke, tool_approval_decide, tool_approvals_expire
 from chat.models import AlwaysAllow, ApprovalStatus, ToolApproval, Turn, TurnEvent, TurnStatus
 from chat.services import conversation_create
-from chat.vault import DbVault
 from chat.turns.recovery import turns_recover
 from chat.turns.runner import turn_run
 from chat.turns.start import TurnRefused, turn_start
 from chat.turns.timeline import conversation_state
+from chat.vault import DbVault
 from governance.models import LlmModel, Role
 from governance.services import feature_default_set, install_config_sync
 from owlai.install_config import parse_install_config
