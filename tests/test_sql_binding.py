@@ -201,3 +201,23 @@ def test_the_guard_accepts_exactly_the_operators_the_binder_writes() -> None:
     from governance.sql.binding import OPERATORS
 
     assert {f"pg_catalog.{op}" for op in OPERATORS.values()} | {"pg_catalog.@@"} == set(BOUND_OPERATORS)
+
+
+@pytest.mark.parametrize(
+    "sql, allowed",
+    [
+        ("SELECT memo::tsvector FROM memos", True),
+        ("SELECT memo::TSVECTOR FROM memos", True),
+        ("SELECT CAST(memo AS tsquery) FROM memos", True),
+        ("SELECT memo::public.tsvector FROM memos", False),  # a user schema's type
+        ('SELECT memo::"TSVECTOR" FROM memos', False),  # quoted: another name
+        ("SELECT memo::mood FROM memos", False),  # a user type
+    ],
+)
+def test_catalog_types_sqlglot_does_not_know_bind_and_user_types_do_not(sql: str, allowed: bool) -> None:
+    try:
+        bind_postgres(sql)
+    except BindError:
+        assert not allowed
+    else:
+        assert allowed

@@ -300,12 +300,28 @@ def _bind_node(node: exp.Expr) -> exp.Expr | None:
             raise BindError("JOIN ... USING and NATURAL JOIN compare with an implicit operator; write ON a.x = b.x")
         return None
     if node_type is exp.DataType:
-        if node.this == exp.DataType.Type.USERDEFINED:
+        if node.this == exp.DataType.Type.USERDEFINED and _type_name(node) not in _CATALOG_TYPES_UNKNOWN_TO_SQLGLOT:
             raise BindError(f"cast to a type that is not built in: {node.sql(dialect=_PG)[:60]}")
         return None
     if _is_call(node):
         return _qualify_call(node)
     return None
+
+
+# pg_catalog types sqlglot has no name for (it parses them as user-defined).
+# A type name, unlike a function, is not chosen by argument types: the first
+# schema on the path that has it wins, and pg_catalog is searched first unless
+# named later; the catalog check refuses user casts from or to them.
+_CATALOG_TYPES_UNKNOWN_TO_SQLGLOT = frozenset({"tsvector", "tsquery", "regconfig"})
+
+
+def _type_name(node: exp.DataType) -> str:
+    """The type's name as PostgreSQL reads it: unquoted folds to lower case,
+    quoted is exact; a qualified name keeps its dot (never in the set)."""
+    raw = str(node.args.get("kind") or node.sql(dialect=_PG))
+    if raw.startswith('"') and raw.endswith('"') and raw.count('"') == 2:
+        return raw[1:-1]
+    return raw.lower()
 
 
 # Words sqlglot keeps as an unknown call that are PostgreSQL syntax: x = ALL
