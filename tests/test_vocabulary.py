@@ -144,7 +144,9 @@ def test_provider_kinds_are_one_enumeration():
     assert PROVIDER_KINDS == tuple(ProviderKind) and DEMO_KIND is ProviderKind.OFFLINE_DEMO
     # Every kind has a client (an unknown kind is refused by the config loader).
     for kind in ProviderKind:
-        assert model_clients.client_for(provider_kind=kind, base_url="http://127.0.0.1:9", api_key_env="", model_name="m")
+        assert model_clients.client_for(
+            provider_kind=kind, base_url="http://127.0.0.1:9", api_key_env="", model_name="m"
+        )
     spelled = string_literals(set(PROVIDER_KINDS))
     # chat/turns/runner.py is being restructured on another branch; it still
     # compares with the demo kind's literal until that lands.
