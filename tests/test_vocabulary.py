@@ -174,3 +174,17 @@ def test_refusals_are_never_parsed_back_from_text():
 
     source = Path(refusals.__file__).read_text(encoding="utf-8")
     assert "import re\n" not in source and "re.compile" not in source
+
+
+def test_audit_event_types_are_one_registry():
+    from audit.event_types import KIND_MAX_LENGTH, EventKind, event_type_choices, event_type_label
+    from audit.models import AuditEvent
+
+    values = {value for value, _label in event_type_choices()}
+    assert set(EventKind.values) <= values and all(len(v) <= KIND_MAX_LENGTH for v in values)
+    assert not AuditEvent._meta.get_field("kind").choices  # a new type needs no migration
+    # Written by their constant, never spelled again (a typo would be no record).
+    assert string_literals(values) == {"audit/event_types.py": set(EventKind.values)}
+    # The coarse kinds older rows hold still read in words.
+    for old in (EventKind.PERMISSION_CHANGE, EventKind.SETTINGS_CHANGE):
+        assert event_type_label(old) == str(old.label) != old.value
