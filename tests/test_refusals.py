@@ -129,3 +129,23 @@ def test_a_refused_call_is_recorded_in_english_and_read_in_the_turns_language(
 def test_refused_keeps_the_reason_it_was_given():
     reason = Reason(gettext_noop("sql is empty"))
     assert Refused(reason).reason is reason and str(Refused(reason)) == "sql is empty"
+
+
+def test_re_identifications_fixed_reasons_are_translated_messages():
+    """Re-identification states its reasons as fixed text (the SQL tool
+    quotes them as a Phrase): each is a message id with a Korean translation."""
+    import ast
+    from pathlib import Path
+
+    from governance.pii import reidentify
+
+    tree = ast.parse(Path(reidentify.__file__).read_text(encoding="utf-8"))
+    stated = [
+        node.args[0].value
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call) and getattr(node.func, "id", "") == "ReidentifyError" and node.args
+    ]
+    assert len(stated) >= 4 and all(isinstance(text, str) for text in stated)
+    with translation.override("ko"):
+        for text in stated:
+            assert HANGUL.search(Phrase(text).render()), text
