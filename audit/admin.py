@@ -59,6 +59,7 @@ from audit.models import (
 from audit.registry import resource_model
 from audit.services import AuditWriteError
 from audit.times import local_iso, zone_label
+from owlai.tool_names import ToolName
 
 
 class CappedCountPaginator(Paginator):
@@ -386,7 +387,7 @@ class SqlExecutionAdmin(ToolCallScreen):
     search_help_text = gettext_lazy("Searches the SQL text and the names of the tables read.")
 
     def get_queryset(self, request):
-        return super().get_queryset(request).filter(tool="run_sql")
+        return super().get_queryset(request).filter(tool=ToolName.RUN_SQL)
 
     @admin.display(description=gettext_lazy("SQL"))
     def short_sql(self, obj: ToolCallAudit) -> str:

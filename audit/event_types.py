@@ -21,6 +21,8 @@ KIND_MAX_LENGTH = 30
 
 class EventKind(models.TextChoices):
     ADMIN_VIEW = "admin_view", _("Admin view")
+    # Coarse kinds: still written by a few settings (exposure, connector tool
+    # policies, account deletion) and held by older rows of every change.
     PERMISSION_CHANGE = "permission_change", _("Permission change")
     SETTINGS_CHANGE = "settings_change", _("Settings change")
     ANALYSIS_STARTED = "analysis_started", _("Schema analysis started")
@@ -52,9 +54,19 @@ class EventKind(models.TextChoices):
     APPROVAL_AUTO_BLOCKED = "approval_auto_blocked", _("Tool call blocked automatically")
     ALWAYS_ALLOW_REVOKED = "always_allow_revoked", _("Always allow revoked")
     # Fine-grained governed changes: one event per change, with the before
-    # and after of what changed (audit.changes) and who made it. (Role grants
-    # stay `permission_change`, connection and model settings
-    # `settings_change`: their records already name what changed.)
+    # and after of what changed (audit.changes) and who made it. (They
+    # replace `permission_change` and `settings_change` for roles,
+    # connections, models and classifications; older rows keep those.)
+    ROLE_CREATED = "role_created", _("Role created")
+    ROLE_UPDATED = "role_updated", _("Role grants changed")
+    ROLE_DELETED = "role_deleted", _("Role deleted")
+    CONNECTION_CREATED = "connection_created", _("Database connection created")
+    CONNECTION_UPDATED = "connection_updated", _("Database connection updated")
+    CONNECTION_DELETED = "connection_deleted", _("Database connection deleted")
+    MODEL_ENABLED = "model_enabled", _("Model enabled")
+    MODEL_DISABLED = "model_disabled", _("Model disabled")
+    FEATURE_DEFAULT_SET = "feature_default_set", _("Default model of a feature set")
+    CLASSIFICATION_SET = "classification_set", _("Column classification set")
     CONNECTOR_CREATED = "connector_created", _("Connector created")
     CONNECTOR_UPDATED = "connector_updated", _("Connector updated")
     CONNECTOR_DELETED = "connector_deleted", _("Connector deleted")

@@ -10,12 +10,13 @@ from django.utils.translation import gettext as _
 
 from chat.demo_model import OfflineDemoClient
 from chat.llm import ModelClient, ModelError, OpenAICompatibleClient
+from owlai.install_config import ProviderKind
 
 
 def client_for(*, provider_kind: str, base_url: str, api_key_env: str, model_name: str) -> ModelClient:
-    if provider_kind == "offline-demo":
+    if provider_kind == ProviderKind.OFFLINE_DEMO:
         return OfflineDemoClient()
-    if provider_kind == "openai":
+    if provider_kind == ProviderKind.OPENAI:
         return OpenAICompatibleClient(
             base_url=base_url,
             api_key=os.environ.get(api_key_env, "") if api_key_env else "",

@@ -28,6 +28,8 @@ from chat.turns.timeline import conversation_timeline
 from governance.models import Feature, FeatureDefault, LlmModel, PiiKindChoice, Tier
 from governance.pii.kinds import TOKEN_LABELS, PiiKind
 from governance.visibility import visible_resources
+from owlai.install_config import ProviderKind
+from owlai.tool_names import ToolName
 
 # The page runs only its own static scripts: model output that got past the
 # sanitiser still could not run code, load a remote image (a way to send
@@ -62,7 +64,7 @@ def _page_text() -> dict:
         "failed": _("The turn failed."),
         "emptyTitle": _("What would you like to know?"),
         "emptyHint": _("Ask a question, or write SQL. Mention a database with @name."),
-        "tools": {"run_sql": _("Database query"), "search_documents": _("Document search")},
+        "tools": {ToolName.RUN_SQL: _("Database query"), ToolName.SEARCH_DOCUMENTS: _("Document search")},
         "outcomes": {"success": _("Succeeded"), "denied": _("Refused"), "failed": _("Failed")},
         "rows": _("%(count)s rows"),
         "duration": _("%(ms)s ms"),
@@ -143,7 +145,7 @@ def _model_json(model: LlmModel, default_id: int | None = None) -> dict:
         "provider": model.provider.name,
         "tier": model.provider.tier,
         "tier_label": str(Tier(model.provider.tier).label) if model.provider.tier in Tier.values else "",
-        "offline_demo": model.provider.kind == "offline-demo",
+        "offline_demo": model.provider.kind == ProviderKind.OFFLINE_DEMO,
         # The chat default: preselected for a new conversation.
         "is_default": model.pk == default_id,
     }

@@ -2,7 +2,7 @@
 and see per connection where the classification falls short (coverage).
 
 Every decision goes through governance.schema_analysis services, which write
-its settings-change event; a classification is never deleted here (deleting
+its classification_set event; a classification is never deleted here (deleting
 one would unmask its column on the next query): it is set to "none" instead.
 """
 

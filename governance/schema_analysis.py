@@ -446,7 +446,7 @@ def column_classification_set_kind(
 ) -> int:
     """Set the kind of each column (`""`: not personal data) as an admin's
     decision: manual and confirmed, so re-scans keep it. Each changed column
-    is one settings-change event, written in this transaction (not recorded,
+    is one classification_set event, written in this transaction (not recorded,
     not changed). Takes effect on the next query. Returns the columns changed.
 
     This is also how a classification is withdrawn: set to none, on the
@@ -459,7 +459,7 @@ def column_classification_set_kind(
 @transaction.atomic
 def column_classification_confirm(*, classifications: Iterable[ColumnClassification], request=None) -> int:
     """Confirm the analysis' suggestions as they are (kind unchanged): the
-    admin's decision from now on, kept by re-scans; one settings-change event
+    admin's decision from now on, kept by re-scans; one classification_set event
     per column confirmed. Columns already confirmed are left alone."""
     suggested = [c for c in classifications if c.state == ClassificationState.SUGGESTED]
     return _decide(suggested, request=request, kind=lambda current: current.pii_kind)
@@ -496,7 +496,7 @@ def _decide(classifications, *, request, kind) -> int:
         row.classified_by_username = user.get_username() if signed else ""
         row.save()
         audit_event_write(
-            kind=EventKind.SETTINGS_CHANGE,
+            kind=EventKind.CLASSIFICATION_SET,
             request=request,
             resource_kind=ResourceKind.COLUMN_CLASSIFICATION,
             resource_id=row.pk,

@@ -59,11 +59,13 @@ def install_config_sync(*, config: InstallConfig) -> None:
         FeatureDefault.objects.get_or_create(feature=feature)
 
 
-def _record_setting(*, request, resource_kind: str, resource_id, setting: str, before, after, actor=None) -> None:
+def _record_setting(
+    *, request, resource_kind: str, resource_id, setting: str, before, after, actor=None, kind=EventKind.SETTINGS_CHANGE
+) -> None:
     # Written inside the caller's transaction: a change that cannot be
     # recorded does not happen (AuditWriteError rolls it back).
     audit_event_write(
-        kind=EventKind.SETTINGS_CHANGE,
+        kind=kind,
         request=request,
         actor=actor,
         resource_kind=resource_kind,
@@ -79,6 +81,7 @@ def model_set_enabled(*, model: LlmModel, enabled: bool, request=None, actor=Non
     model.save(update_fields=["enabled"])
     if before != enabled:
         _record_setting(
+            kind=EventKind.MODEL_ENABLED if enabled else EventKind.MODEL_DISABLED,
             request=request,
             actor=actor,
             resource_kind=ResourceKind.LLM_MODEL,
@@ -111,6 +114,7 @@ def feature_default_set(*, feature: str, model: LlmModel | None, request=None, a
     default.save(update_fields=["model"])
     if before != _model_ref(model):
         _record_setting(
+            kind=EventKind.FEATURE_DEFAULT_SET,
             request=request,
             actor=actor,
             resource_kind=ResourceKind.FEATURE_DEFAULT,
@@ -164,15 +168,23 @@ def _grants_values(grants: RoleGrants) -> dict:
 
 
 def role_permission_change_record(
-    *, role_id, role_name: str, before: RoleGrants, after: RoleGrants, request=None, actor=None
+    *,
+    role_id,
+    role_name: str,
+    before: RoleGrants,
+    after: RoleGrants,
+    request=None,
+    actor=None,
+    kind=EventKind.ROLE_UPDATED,
 ):
-    """One event per change: what it opened and what it closed, and the
-    before and after of the grants that changed."""
+    """One event per change (`kind`: role created, updated or deleted): what
+    it opened and what it closed, and the before and after of the grants
+    that changed."""
     changes = grant_changes(before, after)
     if not has_changes(changes):
         return None
     return audit_event_write(
-        kind=EventKind.PERMISSION_CHANGE,
+        kind=kind,
         request=request,
         actor=actor,
         resource_kind=ResourceKind.ROLE,
@@ -187,7 +199,7 @@ def role_permission_change_record(
 
 def role_save(*, instance: Role, actor: Actor, related=None):
     """Save a role with its members and grants (`related`: the admin's form
-    and inlines); one permission-change event for what the save opened and
+    and inlines); one role event (created, updated) for what the save opened and
     closed, none when it changed no grant (a description)."""
     with transaction.atomic():
         created = instance._state.adding or instance.pk is None
@@ -203,6 +215,7 @@ def role_save(*, instance: Role, actor: Actor, related=None):
             before=before,
             after=role_grants_snapshot(role_id=instance.pk),
             actor=actor,
+            kind=EventKind.ROLE_CREATED if created else EventKind.ROLE_UPDATED,
         )
 
 
@@ -233,7 +246,9 @@ def role_delete(*, instance: Role, actor: Actor):
         before = role_grants_snapshot(role_id=instance.pk)
         role_id, name = instance.pk, instance.name
         instance.delete()
-        return role_permission_change_record(role_id=role_id, role_name=name, before=before, after=EMPTY, actor=actor)
+        return role_permission_change_record(
+            role_id=role_id, role_name=name, before=before, after=EMPTY, actor=actor, kind=EventKind.ROLE_DELETED
+        )
 
 
 def db_connection_account_check(*, engine: str, dsn: str) -> None:
@@ -278,7 +293,7 @@ def db_connection_dsn(*, connection: DbConnection) -> str:
 #
 # What a connection reaches (engine, DSN, schemas) decides what its existing
 # grants cover: a changed DSN can point the same grants at another database.
-# Each change is a settings-change event; the DSN itself never is (only where
+# Each change is a connection event (connection_updated); the DSN itself never is (only where
 # it comes from, and that it was replaced).
 
 _CONNECTION_SETTINGS = {
@@ -328,7 +343,7 @@ def db_connection_settings_change_record(
     *, connection: DbConnection, before: dict | None, request=None, actor=None
 ) -> list:
     """Record what a save changed (compared with `before`, read by
-    db_connection_settings before the save): one settings-change event per
+    db_connection_settings before the save): one connection_updated event per
     setting, in the caller's transaction; a new connection is one event with
     all its settings. Raises AuditWriteError: the save is then rolled back."""
     after = db_connection_settings(connection_id=connection.pk)
@@ -337,7 +352,13 @@ def db_connection_settings_change_record(
     if before is None:
         return [
             _record_connection(
-                request, connection, f"connection {after['name']}", before=None, after=_public(after), actor=actor
+                request,
+                connection,
+                f"connection {after['name']}",
+                before=None,
+                after=_public(after),
+                actor=actor,
+                kind=EventKind.CONNECTION_CREATED,
             )
         ]
     events = []
@@ -369,9 +390,11 @@ def db_connection_settings_change_record(
     return events
 
 
-def _record_connection(request, connection, setting: str, *, before, after, actor=None, **extra):
+def _record_connection(
+    request, connection, setting: str, *, before, after, actor=None, kind=EventKind.CONNECTION_UPDATED, **extra
+):
     return audit_event_write(
-        kind=EventKind.SETTINGS_CHANGE,
+        kind=kind,
         request=request,
         actor=actor,
         resource_kind=ResourceKind.DB_CONNECTION,
@@ -422,8 +445,8 @@ def connection_delete(*, instance: DbConnection, actor: Actor) -> None:
 @transaction.atomic
 def db_connection_delete(*, connection: DbConnection, request=None, actor=None) -> None:
     """Delete a connection, with its grants and classifications, on the
-    record: a settings-change event for the connection (its settings, not
-    its DSN) and a permission-change event for every role whose grant went
+    record: a connection_deleted event for the connection (its settings, not
+    its DSN) and a role_updated event for every role whose grant went
     with it."""
     roles = list(Role.objects.filter(db_grants__connection=connection).distinct().order_by("pk"))
     before = {role.pk: role_grants_snapshot(role_id=role.pk) for role in roles}
@@ -449,6 +472,7 @@ def db_connection_delete(*, connection: DbConnection, request=None, actor=None) 
             before=_public(settings_),
             after=None,
             actor=actor,
+            kind=EventKind.CONNECTION_DELETED,
             classifications_deleted=classified,
         )
 

@@ -48,6 +48,7 @@ from governance.models import (
 )
 from governance.sql.table_access import GrantScope
 from owlai import prepared
+from owlai.tool_names import ToolName
 
 logger = logging.getLogger(__name__)
 
@@ -221,7 +222,7 @@ def _table_list(raw: object) -> list[str]:
 
 # --- connector tools ---------------------------------------------------------------
 
-TOOL_SEARCH = "search_connector_tools"
+TOOL_SEARCH = ToolName.SEARCH_CONNECTOR_TOOLS
 # What the model is told for any connector tool it may not call: the same
 # words whether the tool does not exist, its connector is not allowed for the
 # role, is hidden from this tier, or the tool is blocked or under review; the

@@ -12,14 +12,25 @@ from __future__ import annotations
 
 import tomllib
 from dataclasses import dataclass, field
+from enum import StrEnum
 from pathlib import Path
 
 # Provider tiers: `private` stays on-prem, `public` leaves the network. The
 # one definition; governance.models.Tier gives them translated labels.
 PRIVATE, PUBLIC = "private", "public"
 TIERS = (PRIVATE, PUBLIC)
-DEMO_KIND = "offline-demo"
-PROVIDER_KINDS = ("openai", DEMO_KIND)
+
+
+class ProviderKind(StrEnum):
+    """How OwlAI talks to a model provider: the one list of provider kinds
+    (the config's `kind`, the stored Provider.kind, the client chosen)."""
+
+    OPENAI = "openai"  # any OpenAI-compatible HTTP API (vLLM, llama.cpp, OpenAI)
+    OFFLINE_DEMO = "offline-demo"  # the built-in scripted model, no network
+
+
+DEMO_KIND = ProviderKind.OFFLINE_DEMO
+PROVIDER_KINDS = tuple(kind.value for kind in ProviderKind)
 # Access records are kept at least three years; a shorter value must stop
 # start-up rather than silently lose its meaning.
 MIN_RETENTION_DAYS = 1095
@@ -146,7 +157,7 @@ def _parse_provider(raw: object, index: int) -> ProviderSpec:
     if tier not in TIERS:
         raise InstallConfigError(f"{where}: unknown tier '{tier}' (expected 'private' or 'public')")
     base_url = _require_str(raw, "base_url", where, default="")
-    if kind == "openai" and not base_url.startswith(("http://", "https://")):
+    if kind == ProviderKind.OPENAI and not base_url.startswith(("http://", "https://")):
         raise InstallConfigError(f"{where}: 'base_url' must be an http(s) URL")
     allow_in_production = raw.get("allow_in_production", False)
     if not isinstance(allow_in_production, bool):

@@ -66,7 +66,7 @@ def test_grant_picks_become_the_grant_and_a_permission_event(admin_client, perso
     assert response.status_code == 302, response.content.decode()[:2000]
     grant.refresh_from_db()
     assert grant.tables == ["orders"]
-    event = AuditEvent.objects.get(kind="permission_change")
+    event = AuditEvent.objects.get(kind="role_updated")
     assert event.details["opened"] == [
         {"kind": "db_connection", "resource": "partial", "scope": "table", "table": "orders"}
     ]
@@ -99,7 +99,7 @@ def test_a_table_outside_the_connections_analysed_schema_is_refused(admin_client
     errors = response.context["inline_admin_formsets"][0].formset.errors[0]
     assert message in json.dumps(errors, ensure_ascii=False)
     grant.refresh_from_db()
-    assert grant.tables == ["customers"] and not AuditEvent.objects.filter(kind="permission_change").exists()
+    assert grant.tables == ["customers"] and not AuditEvent.objects.filter(resource_kind="role").exists()
 
 
 def test_a_granted_table_no_longer_analysed_is_kept_not_lost(admin_client, personas):
@@ -116,7 +116,7 @@ def test_a_granted_table_no_longer_analysed_is_kept_not_lost(admin_client, perso
     data = grant_post(personas.role, rows, users=[personas.staff.pk], description="renamed")
     assert admin_client.post(reverse("admin:governance_role_change", args=[personas.role.pk]), data).status_code == 302
     grant.refresh_from_db()
-    assert grant.tables == ["customers"] and not AuditEvent.objects.filter(kind="permission_change").exists()
+    assert grant.tables == ["customers"] and not AuditEvent.objects.filter(resource_kind="role").exists()
 
 
 def test_a_grant_with_neither_whole_database_nor_tables_is_refused(admin_client, personas):
@@ -174,7 +174,7 @@ def test_bulk_confirm_keeps_the_kind_and_survives_a_rescan(admin_client, persona
     assert response.status_code == 302
     phone.refresh_from_db()
     assert (phone.pii_kind, phone.state, phone.classified_by_username) == ("phone", "confirmed", "admin")
-    events = AuditEvent.objects.filter(kind="settings_change", resource_kind="column_classification").order_by("id")
+    events = AuditEvent.objects.filter(kind="classification_set", resource_kind="column_classification").order_by("id")
     assert [(e.resource_id, e.details["before"], e.details["after"], e.details["state_after"]) for e in events] == [
         (str(phone.pk), "phone", "phone", "confirmed"),
         (str(city.pk), None, None, "confirmed"),
@@ -206,7 +206,7 @@ def test_set_kind_without_a_kind_changes_nothing(admin_client, personas):
     a = suggest(personas.sales, "customers", "city")
     changelist_action(admin_client, "set_kind", [a], pii_kind="")
     a.refresh_from_db()
-    assert a.state == "suggested" and not AuditEvent.objects.filter(kind="settings_change").exists()
+    assert a.state == "suggested" and not AuditEvent.objects.filter(resource_kind="column_classification").exists()
 
 
 def test_a_bulk_change_that_cannot_be_recorded_does_not_happen(admin_client, personas, monkeypatch):
@@ -269,7 +269,7 @@ def test_dsn_engine_and_schema_changes_are_settings_events_without_the_dsn(admin
     secret = f"sqlite:///{tmp_path}/other-s3cret.sqlite3"
     response = admin_client.post(url, connection_post(sales, stored_dsn=secret, schemas='["main"]', row_cap=100))
     assert response.status_code == 302, response.content.decode()[:2000]
-    events = {e.details["setting"]: e.details for e in AuditEvent.objects.filter(kind="settings_change")}
+    events = {e.details["setting"]: e.details for e in AuditEvent.objects.filter(kind="connection_updated")}
     assert events["DSN of sales"] == {
         "setting": "DSN of sales",
         "before": "stored",
@@ -292,7 +292,7 @@ def test_dsn_engine_and_schema_changes_are_settings_events_without_the_dsn(admin
 def test_saving_a_connection_unchanged_writes_no_event(admin_client, personas):
     url = reverse("admin:governance_dbconnection_change", args=[personas.sales.pk])
     assert admin_client.post(url, connection_post(personas.sales)).status_code == 302
-    assert not AuditEvent.objects.filter(kind="settings_change").exists()
+    assert not AuditEvent.objects.filter(resource_kind="db_connection").exists()
 
 
 def test_a_new_connection_is_one_event_with_its_settings(admin_client, personas, sample_sqlite_db):
@@ -301,7 +301,7 @@ def test_a_new_connection_is_one_event_with_its_settings(admin_client, personas,
     )
     data.update({"grants-TOTAL_FORMS": 0, "grants-INITIAL_FORMS": 0})
     assert admin_client.post(reverse("admin:governance_dbconnection_add"), data).status_code == 302
-    event = AuditEvent.objects.get(kind="settings_change", details__setting="connection crm")
+    event = AuditEvent.objects.get(kind="connection_created", details__setting="connection crm")
     assert event.details["before"] is None and event.details["after"]["dsn"] == "stored"
     assert event.details["after"]["engine"] == "sqlite" and sample_sqlite_db not in json.dumps(event.details)
 
@@ -310,11 +310,11 @@ def test_deleting_a_connection_records_the_grants_it_took(admin_client, personas
     url = reverse("admin:governance_dbconnection_delete", args=[personas.partial.pk])
     assert admin_client.post(url, {"post": "yes"}).status_code == 302
     assert not DbConnection.objects.filter(pk=personas.partial.pk).exists()
-    closed = AuditEvent.objects.get(kind="permission_change", resource_kind="role")
+    closed = AuditEvent.objects.get(kind="role_updated", resource_kind="role")
     assert closed.details["closed"] == [
         {"kind": "db_connection", "resource": "partial", "scope": "table", "table": "customers"}
     ]
-    gone = AuditEvent.objects.get(kind="settings_change", details__setting="connection partial")
+    gone = AuditEvent.objects.get(kind="connection_deleted", details__setting="connection partial")
     assert gone.details["after"] is None and gone.details["before"]["dsn"] == "stored"
 
 

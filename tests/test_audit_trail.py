@@ -179,7 +179,7 @@ def test_role_grant_change_writes_one_event_with_opened_and_closed(admin_client,
         },
     )
     assert response.status_code == 302, response.content[:3000]
-    event = AuditEvent.objects.get(kind="permission_change")
+    event = AuditEvent.objects.get(kind="role_updated")
     assert event.resource_id == str(role.pk) and event.actor_username == "admin"
     assert event.details["opened"] == [
         {"kind": "document_collection", "resource": "manuals"},
@@ -196,10 +196,10 @@ def test_saving_a_role_without_changes_writes_no_event(admin_client, personas):
         reverse("admin:governance_role_change", args=[role.pk]),
         {"name": "empty-role", "description": "x", "db_grants-TOTAL_FORMS": 0, "db_grants-INITIAL_FORMS": 0},
     )
-    assert not AuditEvent.objects.filter(kind="permission_change").exists()
+    assert not AuditEvent.objects.filter(resource_kind="role").exists()
 
 
-def test_model_and_default_changes_are_settings_events(personas, rf):
+def test_model_and_default_changes_are_fine_grained_events(personas, rf):
     install_config_sync(
         config=parse_install_config(
             '[[providers]]\nname="p"\nkind="openai"\ntier="private"\nbase_url="http://x"\nmodels=["a","b"]\n'
@@ -210,8 +210,12 @@ def test_model_and_default_changes_are_settings_events(personas, rf):
     request.user = personas.admin
     feature_default_set(feature="chat", model=a, request=request)
     model_set_enabled(model=a, enabled=False, request=request)  # also clears the default
-    events = list(AuditEvent.objects.filter(kind="settings_change").order_by("id"))
-    assert [(e.details["before"], e.details["after"]) for e in events] == [(None, "p/a"), (True, False), ("p/a", None)]
+    events = list(AuditEvent.objects.exclude(kind="admin_view").order_by("id"))
+    assert [(e.kind, e.details["before"], e.details["after"]) for e in events] == [
+        ("feature_default_set", None, "p/a"),
+        ("model_disabled", True, False),
+        ("feature_default_set", "p/a", None),
+    ]
     assert events[0].ip == "10.1.2.3" and events[0].actor_username == "admin"
     assert b.enabled
 

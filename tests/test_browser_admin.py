@@ -164,7 +164,7 @@ def test_a_bulk_classification_action_changes_the_next_querys_masking(chat_env, 
     assert (shown, chips) == (NAMES, 0)
 
     events = AuditEvent.objects.filter(
-        kind=EventKind.SETTINGS_CHANGE, resource_kind=ResourceKind.COLUMN_CLASSIFICATION
+        kind=EventKind.CLASSIFICATION_SET, resource_kind=ResourceKind.COLUMN_CLASSIFICATION
     ).order_by("id")
     assert [(e.actor_username, e.details["before"], e.details["after"]) for e in events] == [
         ("compliance", None, "name"),

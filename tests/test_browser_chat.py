@@ -13,7 +13,8 @@ from django.utils.translation import gettext
 
 from audit.models import AuditEvent, EventKind, ToolCallAudit
 from chat.models import Conversation, Turn, TurnStatus
-from governance.refusals import localize
+from governance.refusals import REFUSED_FRAME, Reason, localize
+from governance.sql.guard import analyse_sql
 from tests.support.fake_llm import Reply, stall, text, tool_call
 
 pytestmark = [
@@ -238,7 +239,7 @@ def test_a_refused_tool_call_shows_its_reason(chat_env, pages):
     assert step.locator(".step-input").inner_text() == "DELETE FROM customers"
     reason = step.locator(".step-reason").inner_text()
     # In the turn's language alone (the audit row keeps the English form).
-    assert reason == in_language("ko", localize, "refused: not a read-only query: write statement: DELETE")
+    assert reason == in_language("ko", localize, REFUSED_DELETE)
     assert reason == "읽기 전용 쿼리가 아닙니다: 쓰기는 허용되지 않습니다(DELETE)"
     assert ToolCallAudit.objects.get().call_outcome == "denied"
     page.reload()
@@ -540,7 +541,12 @@ def test_the_log_stays_at_the_bottom_when_the_composer_grows(chat_env, pages):
 
 # A write, as the README's demo shows it, and its refusal as the audit row keeps it.
 DELETE = "DELETE FROM customers"
-REFUSED_DELETE = "refused: not a read-only query: write statement: DELETE"
+# How the SQL tool refuses `DELETE ...` (its audit form:
+# "refused: not a read-only query: write statement: DELETE").
+REFUSED_DELETE = Reason(
+    REFUSED_FRAME,
+    reason=Reason("not a read-only query: %(reason)s", reason=analyse_sql("DELETE FROM t", "postgres").reason),
+)
 
 
 def check_screen(page, language: str) -> None:

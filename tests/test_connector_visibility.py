@@ -295,6 +295,6 @@ def test_role_changes_list_connectors_opened_and_closed(world, client, django_us
         },
     )
     assert response.status_code == 302
-    event = AuditEvent.objects.get(kind="permission_change")
+    event = AuditEvent.objects.get(kind="role_updated")
     assert event.details["opened"] == [{"kind": "connector", "resource": "not_granted"}]
     assert event.details["closed"] == [{"kind": "connector", "resource": "crm_internal"}]

@@ -183,7 +183,7 @@ def test_deleting_a_connector_records_it_and_the_role_grants_it_took(install, pe
     deleted = only_event(kind="connector_deleted")
     assert_admin_actor(deleted)
     assert deleted.details["before"]["url"] == "https://crm.internal/mcp" and deleted.details["after"] == {}
-    closed = only_event(kind="permission_change", resource_kind="role")
+    closed = only_event(kind="role_updated", resource_kind="role")
     assert closed.details["closed"] == [{"kind": "connector", "resource": "crm"}]
 
 
@@ -231,7 +231,7 @@ def test_a_role_grant_change_in_the_admin_is_one_event_with_before_and_after(adm
     data["db_grants-0-DELETE"] = "on"  # sales: whole database, withdrawn
     response = admin_client.post(reverse("admin:governance_role_change", args=[role.pk]), data)
     assert response.status_code == 302, response.content.decode()[:3000]
-    event = only_event(kind="permission_change")
+    event = only_event(kind="role_updated")
     assert_admin_actor(event)
     assert event.details["before"] == {
         "databases": {"partial": ["customers"], "sales": ["*"]},
@@ -249,7 +249,7 @@ def test_a_role_grant_change_in_the_admin_is_one_event_with_before_and_after(adm
 def test_a_role_change_through_the_service_names_its_actor(personas):
     actor = Actor(user=personas.admin, ip="10.0.0.8")
     role_update(role=personas.role, actor=actor, fields={"can_view_raw_pii": True}, users=[])
-    event = only_event(kind="permission_change")
+    event = only_event(kind="role_updated")
     assert (event.actor_username, event.ip) == ("admin", "10.0.0.8")
     assert event.details["before"] == {"members": ["staff"], "reveal_pii": False}
     assert event.details["after"] == {"members": [], "reveal_pii": True}

@@ -13,13 +13,14 @@ from asgiref.sync import async_to_sync
 from channels.testing import WebsocketCommunicator
 from django.test import Client
 from django.utils import translation
+from django.utils.translation import gettext_noop
 
 from accounts.language import browser_language, language_from, user_language, user_language_set
 from accounts.models import UserPreference
 from chat.demo_model import extract_sql
 from chat.models import Turn
 from chat.services import conversation_create
-from governance.refusals import localize
+from governance.refusals import REFUSED_FRAME, Phrase, Reason, localize
 from governance.sql.guard import analyse_sql
 from owlai.asgi import application
 from tests.sql_cases import MUST_DENY
@@ -46,14 +47,20 @@ def korean_words(text: str, *, quoted: str) -> list[str]:
 # --- Refusal reasons ---------------------------------------------------------------
 
 
+def read_only_refusal(verdict_reason: Reason) -> Reason:
+    """As the SQL tool refuses a query the guard denied (chat.executor.tools.sql)."""
+    return Reason(gettext_noop("not a read-only query: %(reason)s"), reason=Phrase(verdict_reason))
+
+
 @pytest.mark.parametrize(
     ("dialect", "sql", "expected"), MUST_DENY, ids=[f"{c[0]}-{i}" for i, c in enumerate(MUST_DENY)]
 )
 def test_every_guard_refusal_reads_in_one_language(dialect, sql, expected):
     verdict = analyse_sql(sql, dialect)
     assert not verdict.allowed
-    # As the executor words it for the model today, and as its audit row keeps it.
-    reason = f"refused: not a read-only query: {verdict.reason}"
+    reason = Reason(REFUSED_FRAME, reason=read_only_refusal(verdict.reason))
+    # The audit row keeps the fixed English form, word for word.
+    assert reason.for_audit() == f"refused: not a read-only query: {verdict.reason}"
     with translation.override("ko"):
         korean = localize(reason)
     with translation.override("en"):
@@ -61,20 +68,25 @@ def test_every_guard_refusal_reads_in_one_language(dialect, sql, expected):
     assert HANGUL.search(korean), korean
     assert english_words(korean, quoted=sql) == [], korean
     assert korean_words(english, quoted=sql) == [], english
-    assert english != reason  # the model-facing "refused: " prefix is not for people
+    assert not english.startswith("refused")  # the model-facing frame is not for people
 
 
 @pytest.mark.parametrize(
     "reason",
     [
-        "refused: no permission to read table(s): salaries",
-        "refused: personal data would decide how many rows this query returns; count or aggregate instead",
-        "refused: no connection of that name is available",
-        "refused: the call could not be checked and was refused",
-        "refused: arguments longer than 100000 characters; send a shorter call",
-        "refused: the connection's database account may do more than read (SUPER, FILE); "
-        "an admin must give it an account with only SELECT on its schemas",
-        "refused: the statement could not be parsed for re-identification",
+        Reason(gettext_noop("no permission to read table(s): %(tables)s"), tables="salaries"),
+        Reason(gettext_noop("personal data would decide how many rows this query returns; count or aggregate instead")),
+        Reason(gettext_noop("no connection of that name is available")),
+        Reason(gettext_noop("the call could not be checked and was refused")),
+        Reason(gettext_noop("arguments longer than %(limit)s characters; send a shorter call"), limit=100000),
+        Reason(
+            gettext_noop(
+                "the connection's database account may do more than read (%(risks)s); "
+                "an admin must give it an account with only SELECT on its schemas"
+            ),
+            risks="SUPER, FILE",
+        ),
+        Reason("%(error)s", error=Phrase("the statement could not be parsed for re-identification")),
         "query failed",
     ],
 )
@@ -84,20 +96,27 @@ def test_executor_reasons_read_in_one_language(reason):
     assert HANGUL.search(korean) and english_words(korean, quoted="salaries SUPER FILE SELECT") == [], korean
 
 
-def test_a_reason_translated_by_its_caller_keeps_and_translates_the_rest():
+def test_text_that_is_no_message_is_kept_as_written():
+    # E.g. a database's own error after the tool's translated failure words:
+    # never parsed back into a message, never half translated.
     with translation.override("ko"):
-        head = "요청을 처리하지 못했습니다: "
-        assert localize(head + "write statement: DELETE") == head + localize("write statement: DELETE")
-        assert "DELETE" in localize("write statement: DELETE") and HANGUL.search(localize("write statement: DELETE"))
+        text = "요청을 처리하지 못했습니다: relation x does not exist"
+        assert localize(text) == text
 
 
-def test_the_executors_translated_refused_frame_is_dropped_like_the_english_one():
-    # The model reads "거부됨: <reason>" in a Korean turn; a person reads the
-    # reason alone, as in English (the page's step already says "refused").
+def test_the_model_and_the_person_read_the_same_words_without_the_frame():
+    # The model reads "거부됨: <reason>" in a Korean turn (the pipeline renders
+    # the reason, then frames it); a person reads the reason alone, as in
+    # English (the page's step already says "refused").
+    refusal = read_only_refusal(analyse_sql("DELETE FROM t", "postgres").reason)
     with translation.override("ko"):
-        framed = translation.gettext("refused: %(reason)s") % {"reason": "write statement: DELETE"}
+        framed = translation.gettext(REFUSED_FRAME) % {"reason": refusal.for_model()}
         assert framed.startswith("거부됨")
-        assert localize(framed) == localize("refused: write statement: DELETE") == "쓰기는 허용되지 않습니다(DELETE)"
+        assert localize(framed) == localize(refusal) == localize(Reason(REFUSED_FRAME, reason=refusal))
+        assert localize(refusal) == "읽기 전용 쿼리가 아닙니다: 쓰기는 허용되지 않습니다(DELETE)"
+    with translation.override("en"):
+        assert localize(refusal) == "not a read-only query: writing is not allowed (DELETE)"
+        assert refusal.for_audit() == "not a read-only query: write statement: DELETE"
 
 
 # --- The demo model reads SQL that starts with any statement keyword ----------------

@@ -223,7 +223,7 @@ def test_manual_classification_survives_rescan_and_changes_the_next_query(world,
     schema_analysis_run(connection_id=crm.pk)
     city.refresh_from_db()
     assert (city.pii_kind, city.source) == ("address", "manual")
-    assert AuditEvent.objects.filter(kind="settings_change", resource_kind="column_classification").count() == 2
+    assert AuditEvent.objects.filter(kind="classification_set", resource_kind="column_classification").count() == 2
     fake.script = [
         tool_call("run_sql", {"connection": "crm", "sql": "SELECT city FROM customers WHERE id = 1"}),
         text("x"),

@@ -10,68 +10,10 @@ are written, so makemessages finds them.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+# One Reason for every check: the executor's, the SQL guard's, the grants'.
+from governance.refusals import WITHHELD, Phrase, Reason, Unrecorded
 
-from django.utils.translation import gettext
-
-
-class Phrase(str):
-    """A reason a check stated in its fixed English form (the SQL guard's
-    "write statement: DELETE", re-identification's): recorded as written,
-    put into the reader's language for the model and the person
-    (governance.refusals.localize keeps the SQL it quotes), so a refusal is
-    never half one language and half the other."""
-
-
-class Unrecorded(str):
-    """Text the model wrote (e.g. the name of an argument the tool does not
-    have): the model is shown it, the audit row is not, since a name can
-    carry a value as well as an argument can."""
-
-
-WITHHELD = "(not recorded)"
-
-
-class Reason:
-    """`Reason(gettext_noop("no permission to read table(s): %(tables)s"), tables=...)`."""
-
-    __slots__ = ("msgid", "params")
-
-    def __init__(self, msgid: str, **params: object) -> None:
-        self.msgid = msgid
-        self.params: Mapping[str, object] = params
-
-    def __repr__(self) -> str:
-        return f"Reason({self.for_audit()!r})"
-
-    def for_audit(self) -> str:
-        if not self.params:
-            return self.msgid
-        return self.msgid % {k: _for_audit(v) for k, v in self.params.items()}
-
-    def for_model(self) -> str:
-        text = gettext(self.msgid)
-        if not self.params:
-            return text
-        return text % {k: _for_model(v) for k, v in self.params.items()}
-
-
-def _for_audit(value: object) -> object:
-    if isinstance(value, Reason):
-        return value.for_audit()
-    if isinstance(value, Unrecorded):
-        return WITHHELD
-    return value
-
-
-def _for_model(value: object) -> object:
-    if isinstance(value, Reason):
-        return value.for_model()
-    if isinstance(value, Phrase):
-        from governance.refusals import localize
-
-        return localize(str(value))
-    return value
+__all__ = ["WITHHELD", "Phrase", "Reason", "Refused", "ToolFailed", "Unavailable", "Unrecorded"]
 
 
 class Refused(Exception):

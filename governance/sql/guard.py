@@ -83,11 +83,13 @@ import functools
 import re
 from dataclasses import dataclass, field
 
+from django.utils.translation import gettext_noop
 from sqlglot import exp
 from sqlglot.dialects.dialect import Dialect
 from sqlglot.errors import ParseError, TokenError
 from sqlglot.tokens import Token, TokenType
 
+from governance.refusals import Reason
 from governance.sql.binding import BOUND_OPERATORS
 from governance.sql.dialects import JSON_ARROW_FIX_EVERYWHERE, POSTGRES, SUPPORTED_DIALECTS, lambda_free
 from governance.sql.functions import allowed_functions, allowed_settings
@@ -96,7 +98,8 @@ from governance.sql.functions import allowed_functions, allowed_settings
 @dataclass(frozen=True)
 class SqlVerdict:
     allowed: bool
-    reason: str  # "" when allowed
+    # "" when allowed; otherwise a Reason (its str is the fixed English form).
+    reason: str
     tables: tuple[str, ...]
     # The function names the query calls, as checked (sorted, deduplicated;
     # "pg_catalog." is dropped). Informational: not part of equality, and not
@@ -111,86 +114,103 @@ class SqlVerdict:
 # Node types
 # --------------------------------------------------------------------------
 
+
 # Node types denied anywhere in the tree -> reason. Checked with issubclass, so
 # base classes (exp.DML, exp.DDL) cover their subclasses. Everything here would
 # be denied by the allowlist below anyway; this list only gives the reason.
-_WRITE = "write statement"
-_CONTROL = "statement not allowed"
-_DENIED_NODE_TYPES: tuple[tuple[type[exp.Expr], str], ...] = (
-    (exp.Insert, f"{_WRITE}: INSERT"),
-    (exp.Update, f"{_WRITE}: UPDATE"),
-    (exp.Delete, f"{_WRITE}: DELETE"),
-    (exp.Merge, f"{_WRITE}: MERGE"),
-    (exp.Copy, f"{_WRITE}: COPY"),
-    (exp.Create, f"{_WRITE}: CREATE"),
-    (exp.DML, f"{_WRITE}: DML"),
-    (exp.DDL, f"{_WRITE}: DDL"),
-    (exp.Drop, f"{_WRITE}: DROP"),
-    (exp.Alter, f"{_WRITE}: ALTER"),
-    (exp.AlterSession, f"{_WRITE}: ALTER"),
-    (exp.TruncateTable, f"{_WRITE}: TRUNCATE"),
-    (exp.LoadData, f"{_WRITE}: LOAD DATA"),
-    (exp.Comment, f"{_WRITE}: COMMENT"),
-    (exp.Refresh, f"{_WRITE}: REFRESH"),
-    (exp.Cache, f"{_WRITE}: CACHE"),
-    (exp.Uncache, f"{_WRITE}: UNCACHE"),
-    (exp.SwapTable, f"{_WRITE}: SWAP"),
-    (exp.Put, f"{_WRITE}: PUT"),
-    (exp.Export, f"{_WRITE}: EXPORT"),
-    (exp.Install, f"{_WRITE}: INSTALL"),
-    (exp.Returning, f"{_WRITE}: RETURNING"),
-    (exp.OnConflict, f"{_WRITE}: ON CONFLICT"),
-    (exp.MultitableInserts, f"{_WRITE}: INSERT"),
-    (exp.ConditionalInsert, f"{_WRITE}: INSERT"),
+def _write(keyword: str) -> Reason:
+    return Reason(gettext_noop("write statement: %(sql)s"), sql=keyword)
+
+
+def _control(keyword: str) -> Reason:
+    return Reason(gettext_noop("statement not allowed: %(sql)s"), sql=keyword)
+
+
+def _function(name: str) -> Reason:
+    return Reason(gettext_noop("function not allowed: %(sql)s"), sql=name)
+
+
+def _table_reference(sql: str) -> Reason:
+    return Reason(gettext_noop("unsupported table reference: %(sql)s"), sql=sql)
+
+
+_HINT = Reason(gettext_noop("optimizer hint not allowed"))
+_SESSION_VARIABLE = Reason(gettext_noop("server or session variable not allowed"))
+_DENIED_NODE_TYPES: tuple[tuple[type[exp.Expr], Reason], ...] = (
+    (exp.Insert, _write("INSERT")),
+    (exp.Update, _write("UPDATE")),
+    (exp.Delete, _write("DELETE")),
+    (exp.Merge, _write("MERGE")),
+    (exp.Copy, _write("COPY")),
+    (exp.Create, _write("CREATE")),
+    (exp.DML, _write("DML")),
+    (exp.DDL, _write("DDL")),
+    (exp.Drop, _write("DROP")),
+    (exp.Alter, _write("ALTER")),
+    (exp.AlterSession, _write("ALTER")),
+    (exp.TruncateTable, _write("TRUNCATE")),
+    (exp.LoadData, _write("LOAD DATA")),
+    (exp.Comment, _write("COMMENT")),
+    (exp.Refresh, _write("REFRESH")),
+    (exp.Cache, _write("CACHE")),
+    (exp.Uncache, _write("UNCACHE")),
+    (exp.SwapTable, _write("SWAP")),
+    (exp.Put, _write("PUT")),
+    (exp.Export, _write("EXPORT")),
+    (exp.Install, _write("INSTALL")),
+    (exp.Returning, _write("RETURNING")),
+    (exp.OnConflict, _write("ON CONFLICT")),
+    (exp.MultitableInserts, _write("INSERT")),
+    (exp.ConditionalInsert, _write("INSERT")),
     # SELECT ... INTO new_table / INTO @var / INTO OUTFILE creates or writes.
-    (exp.Into, "SELECT INTO not allowed"),
+    (exp.Into, Reason(gettext_noop("SELECT INTO not allowed"))),
     # FOR UPDATE / FOR SHARE / FOR [NO] KEY ... / LOCK IN SHARE MODE take row
     # locks that block the company's writers.
-    (exp.Lock, "locking clause not allowed"),
-    (exp.LockingStatement, f"{_CONTROL}: LOCKING"),
+    (exp.Lock, Reason(gettext_noop("locking clause not allowed"))),
+    (exp.LockingStatement, _control("LOCKING")),
     # sqlglot's fallback for statements it does not understand (EXPLAIN,
     # CALL, DO, VACUUM, SET ROLE, REPLACE INTO, ...).
-    (exp.Command, "unsupported statement"),
+    (exp.Command, Reason(gettext_noop("unsupported statement"))),
     # Optimizer hints can change session limits (MySQL SET_VAR /
     # MAX_EXECUTION_TIME, pg_hint_plan Set(statement_timeout 0)).
-    (exp.Hint, "optimizer hint not allowed"),
-    (exp.NextValueFor, "function not allowed: next value for"),
-    (exp.Set, f"{_CONTROL}: SET"),
-    (exp.SetItem, f"{_CONTROL}: SET"),
-    (exp.Transaction, f"{_CONTROL}: BEGIN"),
-    (exp.Commit, f"{_CONTROL}: COMMIT"),
-    (exp.Rollback, f"{_CONTROL}: ROLLBACK"),
-    (exp.Pragma, f"{_CONTROL}: PRAGMA"),
-    (exp.Attach, f"{_CONTROL}: ATTACH"),
-    (exp.Detach, f"{_CONTROL}: DETACH"),
-    (exp.Use, f"{_CONTROL}: USE"),
-    (exp.Grant, f"{_CONTROL}: GRANT"),
-    (exp.Revoke, f"{_CONTROL}: REVOKE"),
-    (exp.Analyze, f"{_CONTROL}: ANALYZE"),
-    (exp.Kill, f"{_CONTROL}: KILL"),
-    (exp.Declare, f"{_CONTROL}: DECLARE"),
-    (exp.Show, f"{_CONTROL}: SHOW"),
-    (exp.Describe, f"{_CONTROL}: DESCRIBE"),
-    (exp.Summarize, f"{_CONTROL}: SUMMARIZE"),
-    (exp.Get, f"{_CONTROL}: GET"),
-    (exp.Execute, f"{_CONTROL}: EXECUTE"),  # also ExecuteSql
-    (exp.StoredProcedure, f"{_CONTROL}: PROCEDURE"),
-    (exp.Block, f"{_CONTROL}: BLOCK"),
-    (exp.WhileBlock, f"{_CONTROL}: BLOCK"),
-    (exp.IfBlock, f"{_CONTROL}: BLOCK"),
-    (exp.LoopBlock, f"{_CONTROL}: BLOCK"),
-    (exp.RepeatBlock, f"{_CONTROL}: BLOCK"),
-    (exp.CaseStatement, f"{_CONTROL}: BLOCK"),
-    (exp.EndStatement, f"{_CONTROL}: END"),
-    (exp.Undrop, f"{_WRITE}: UNDROP"),
-    (exp.ConnectTo, f"{_CONTROL}: CONNECT"),
-    (exp.Disconnect, f"{_CONTROL}: DISCONNECT"),
+    (exp.Hint, _HINT),
+    (exp.NextValueFor, _function("next value for")),
+    (exp.Set, _control("SET")),
+    (exp.SetItem, _control("SET")),
+    (exp.Transaction, _control("BEGIN")),
+    (exp.Commit, _control("COMMIT")),
+    (exp.Rollback, _control("ROLLBACK")),
+    (exp.Pragma, _control("PRAGMA")),
+    (exp.Attach, _control("ATTACH")),
+    (exp.Detach, _control("DETACH")),
+    (exp.Use, _control("USE")),
+    (exp.Grant, _control("GRANT")),
+    (exp.Revoke, _control("REVOKE")),
+    (exp.Analyze, _control("ANALYZE")),
+    (exp.Kill, _control("KILL")),
+    (exp.Declare, _control("DECLARE")),
+    (exp.Show, _control("SHOW")),
+    (exp.Describe, _control("DESCRIBE")),
+    (exp.Summarize, _control("SUMMARIZE")),
+    (exp.Get, _control("GET")),
+    (exp.Execute, _control("EXECUTE")),  # also ExecuteSql
+    (exp.StoredProcedure, _control("PROCEDURE")),
+    (exp.Block, _control("BLOCK")),
+    (exp.WhileBlock, _control("BLOCK")),
+    (exp.IfBlock, _control("BLOCK")),
+    (exp.LoopBlock, _control("BLOCK")),
+    (exp.RepeatBlock, _control("BLOCK")),
+    (exp.CaseStatement, _control("BLOCK")),
+    (exp.EndStatement, _control("END")),
+    (exp.Undrop, _write("UNDROP")),
+    (exp.ConnectTo, _control("CONNECT")),
+    (exp.Disconnect, _control("DISCONNECT")),
     # Reading @user_variables / @@system_variables: the latter expose server
     # configuration (datadir, secure_file_priv, ...). PostgreSQL $1 / psycopg
     # %s placeholders have no value to bind here.
-    (exp.SessionParameter, "server or session variable not allowed"),
-    (exp.Parameter, "server or session variable not allowed"),
-    (exp.Placeholder, "placeholder not allowed"),
+    (exp.SessionParameter, _SESSION_VARIABLE),
+    (exp.Parameter, _SESSION_VARIABLE),
+    (exp.Placeholder, Reason(gettext_noop("placeholder not allowed"))),
 )
 
 # The sqlglot classes a read-only query may contain. Exact classes, not
@@ -454,25 +474,31 @@ _SYNTAX_WORDS = frozenset(
 _SAMPLE_METHODS = frozenset({"system", "bernoulli"})
 
 
-def _sample_denial(node: exp.Expr, dialect: str) -> str | None:
+def _sample_denial(node: exp.Expr, dialect: str) -> Reason | None:
     method = node.args.get("method")
     name = method.name.lower() if isinstance(method, (exp.Var, exp.Identifier)) else ""
     if dialect != POSTGRES or name not in _SAMPLE_METHODS:
-        return f"sampling method not allowed: {name or 'default'}"
+        return Reason(gettext_noop("sampling method not allowed: %(sql)s"), sql=name or "default")
     extra = {k for k, v in node.args.items() if v is not None and k not in {"method", "percent", "seed"}}
-    return f"sampling clause not allowed: {', '.join(sorted(extra))}" if extra else None
+    if not extra:
+        return None
+    return Reason(gettext_noop("sampling clause not allowed: %(sql)s"), sql=", ".join(sorted(extra)))
 
 
-def _node_type_reason(node_type: type[exp.Expr]) -> str:
+def _node_type_reason(node_type: type[exp.Expr]) -> Reason:
     if issubclass(node_type, exp.Func):
         try:
             name = node_type.sql_names()[0].lower()
         except Exception:  # abstract function classes have no SQL name
             name = node_type.key
-        return f"function not allowed: {name}"
+        return _function(name)
     if issubclass(node_type, exp.Binary):
-        return f"operator not allowed: {node_type.key}"
-    return f"unsupported expression: {node_type.key}"
+        return _operator(node_type.key)
+    return Reason(gettext_noop("unsupported expression: %(sql)s"), sql=node_type.key)
+
+
+def _operator(sql: str) -> Reason:
+    return Reason(gettext_noop("operator not allowed: %(sql)s"), sql=sql)
 
 
 # What the walk must do with a node beyond the per-type verdict.
@@ -489,7 +515,7 @@ def _node_type_reason(node_type: type[exp.Expr]) -> str:
 
 
 @functools.cache
-def _classify(node_type: type[exp.Expr]) -> tuple[str | None, int]:
+def _classify(node_type: type[exp.Expr]) -> tuple[Reason | None, int]:
     """(reason to deny a node of this type unless it is a checked call, per-node
     work kind). Cached per type: the issubclass scans run once per type per
     process, so the walk pays one dict lookup per node."""
@@ -498,7 +524,7 @@ def _classify(node_type: type[exp.Expr]) -> tuple[str | None, int]:
             return reason, _KIND_PLAIN
     if node_type in (exp.Anonymous, exp.AnonymousAggFunc):
         # A function name sqlglot does not know: always a call, never syntax.
-        return "function not allowed", _KIND_ANONYMOUS_FUNC
+        return Reason(gettext_noop("function not allowed")), _KIND_ANONYMOUS_FUNC
     reason = None if node_type in _ALLOWED_NODE_TYPES else _node_type_reason(node_type)
     if node_type is exp.Table:
         return reason, _KIND_TABLE
@@ -520,7 +546,7 @@ def _classify(node_type: type[exp.Expr]) -> tuple[str | None, int]:
 # Denied node types are denied even as the product of a call to an allowed
 # name (no allowed name produces one today; this keeps it so).
 @functools.cache
-def _denied_type_reason(node_type: type[exp.Expr]) -> str | None:
+def _denied_type_reason(node_type: type[exp.Expr]) -> Reason | None:
     for denied_type, reason in _DENIED_NODE_TYPES:
         if issubclass(node_type, denied_type):
             return reason
@@ -554,15 +580,15 @@ _HINT_COMMENT = re.compile(r"/\*\+")
 _MYSQL_HIDDEN_CODE = re.compile(r"/\*M?!|--(?!\s)")
 
 
-def _lexical_denial(sql: str, tokens: list[Token], dialect: str) -> str | None:
+def _lexical_denial(sql: str, tokens: list[Token], dialect: str) -> Reason | None:
     if _BACKSLASH_QUOTE.search(sql):
-        return "ambiguous backslash-escaped quote (use doubled quotes)"
+        return Reason(gettext_noop("ambiguous backslash-escaped quote (use doubled quotes)"))
     if _HINT_COMMENT.search(sql):
-        return "optimizer hint not allowed"
+        return _HINT
     if dialect == "postgres" and _PG_UNICODE_ESCAPE.search(sql):
-        return "unicode escape strings/identifiers not allowed"
+        return Reason(gettext_noop("unicode escape strings/identifiers not allowed"))
     if dialect == "mysql" and _MYSQL_HIDDEN_CODE.search(_text_between_tokens(sql, tokens)):
-        return "executable or ambiguous comment not allowed"
+        return Reason(gettext_noop("executable or ambiguous comment not allowed"))
     return None
 
 
@@ -607,12 +633,14 @@ _QUERY_START_TOKENS = frozenset({TokenType.SELECT, TokenType.WITH, TokenType.VAL
 
 
 _SHORTHAND_TOKENS = {
-    TokenType.TABLE: 'TABLE query shorthand not allowed: write SELECT * FROM ... (quote a column named "table")',
-    TokenType.PIPE_GT: "pipe syntax not allowed",
+    TokenType.TABLE: Reason(
+        gettext_noop('TABLE query shorthand not allowed: write SELECT * FROM ... (quote a column named "table")')
+    ),
+    TokenType.PIPE_GT: Reason(gettext_noop("pipe syntax not allowed")),
 }
 
 
-def _shorthand_denial(tokens: list[Token]) -> str | None:
+def _shorthand_denial(tokens: list[Token]) -> Reason | None:
     """Deny query shorthands anywhere in the statement, not only at the root.
 
     `TABLE t` inside a subquery, CTE or UNION: which table it reads is decided
@@ -636,17 +664,30 @@ def _shorthand_denial(tokens: list[Token]) -> str | None:
 _DIALECTS: dict[str, Dialect] = {name: Dialect.get_or_raise(name) for name in SUPPORTED_DIALECTS}
 
 
-def _parse_error_reason(error: Exception) -> str:
+_PARSE_ERROR_MAX_CHARS = 160
+
+
+def _parse_error_reason(error: Exception) -> Reason:
     if isinstance(error, ParseError) and error.errors:
         first = error.errors[0]
-        detail = f"{first.get('description')} (line {first.get('line')}, col {first.get('col')})"
+        where = {"line": first.get("line"), "col": first.get("col")}
+        description = str(first.get("description"))
+        at = f" (line {where['line']}, col {where['col']})"
+        if len(description) + len(at) <= _PARSE_ERROR_MAX_CHARS:
+            # The detail is sqlglot's English, for the audit trail only: people read line and column.
+            # xgettext:no-python-format
+            message = gettext_noop("parse error: %(detail)s (line %(line)s, col %(col)s)")
+            return Reason(message, detail=description, **where)
+        detail = description + at
     else:
         # TokenError messages embed the SQL; keep the reason short.
         detail = str(error).splitlines()[0] if str(error) else type(error).__name__
-    return f"parse error: {detail[:160]}"
+    # xgettext:no-python-format
+    message = gettext_noop("parse error: %(detail)s")
+    return Reason(message, detail=detail[:_PARSE_ERROR_MAX_CHARS])
 
 
-def _root_denial(statement: exp.Expr, first_token: Token | None) -> str | None:
+def _root_denial(statement: exp.Expr, first_token: Token | None) -> Reason | None:
     """The statement itself must be a query. sqlglot turns many statements it
     does not know into a bare Column or Alias (`ABORT`, `CHECKPOINT`,
     `LISTEN x`, `SAVEPOINT x`, ...) or into exp.Command, so an allowlist of
@@ -660,13 +701,19 @@ def _root_denial(statement: exp.Expr, first_token: Token | None) -> str | None:
     if isinstance(node, (exp.Select, exp.SetOperation, exp.Values)):
         if first_token is not None and first_token.token_type in _QUERY_START_TOKENS:
             return None
-        return f"not a query: {first_word}"
+        return _not_a_query(first_word)
     if isinstance(node, exp.Command):
-        return f"unsupported statement: {str(node.this).upper()}"
+        return Reason(gettext_noop("unsupported statement: %(sql)s"), sql=str(node.this).upper())
     type_denial = _denied_type_reason(type(node))
     if type_denial:
         return type_denial
-    return f"not a query: {first_word}"
+    return _not_a_query(first_word)
+
+
+def _not_a_query(first_word: str) -> Reason:
+    if not first_word:
+        return Reason(gettext_noop("not a query: "))
+    return Reason(gettext_noop("not a query: %(sql)s"), sql=first_word)
 
 
 # --------------------------------------------------------------------------
@@ -814,14 +861,14 @@ class _Walk:
         sample = _TABLE_SAMPLE
         self.sample_methods = {tokens[i + 1].start for i, t in enumerate(tokens[:-1]) if t.token_type == sample}
         self.allowed_functions = allowed_functions(dialect)
-        self.denial: str | None = None
+        self.denial: Reason | None = None
         self.tables: set[str] = set()
         self.functions: set[str] = set()
         self.calls = _call_tokens(tokens)
         # Call-like tokens the tree explains (a call node or an alias name).
         self.explained: set[int] = set()
 
-    def _deny(self, reason: str) -> None:
+    def _deny(self, reason: Reason) -> None:
         if self.denial is None:  # keep the first reason found
             self.denial = reason
 
@@ -854,13 +901,13 @@ class _Walk:
                 elif kind == _KIND_ANONYMOUS_FUNC:
                     # An unknown function the parser built without a written
                     # name under it: nothing to check it against, so deny.
-                    reason = f"function not allowed: {node.name.lower()}"
+                    reason = _function(node.name.lower())
             elif kind == _KIND_ANONYMOUS_FUNC:
-                reason = f"function not allowed: {node.name.lower()}"
+                reason = _function(node.name.lower())
             if kind == _KIND_OPERATOR:
                 operator = str(node.args.get("operator") or "")
                 if self.dialect != POSTGRES or operator.lower() not in BOUND_OPERATORS:
-                    reason = f"operator not allowed: OPERATOR({operator})"
+                    reason = _operator(f"OPERATOR({operator})")
             elif kind == _KIND_SAMPLE:
                 reason = reason or _sample_denial(node, self.dialect)
                 self.explained.update(self.sample_methods)
@@ -870,7 +917,7 @@ class _Walk:
                 self._record_table(node, ctes)
             elif kind == _KIND_ASSIGNMENT:
                 if isinstance(node.this, (exp.Parameter, exp.SessionParameter)):
-                    self._deny("variable assignment not allowed")  # MySQL @a := 1
+                    self._deny(Reason(gettext_noop("variable assignment not allowed")))  # MySQL @a := 1
             elif kind == _KIND_WITH:
                 self._push_with(node, ctes, stack)
                 continue
@@ -889,15 +936,15 @@ class _Walk:
         name = _called_name(token, self.dialect)
         self.functions.add(name)
         if name not in self.allowed_functions:
-            self._deny(f"function not allowed: {name}")
+            self._deny(_function(name))
             return
         parts = _qualifier(node)
         if parts is not None and not _qualifier_allowed(parts, self.dialect):
-            self._deny(f"function not allowed: {_qualifier_text(parts)}.{name}")
+            self._deny(_function(f"{_qualifier_text(parts)}.{name}"))
         if self.dialect == POSTGRES and name == "current_setting":
             setting = _setting_read(node)
             if setting not in allowed_settings():
-                self._deny(f"setting not readable: {setting or '(not a literal)'}")
+                self._deny(Reason(gettext_noop("setting not readable: %(sql)s"), sql=setting or "(not a literal)"))
 
     def check_unexplained_calls(self) -> None:
         """Every word before "(" that the tree does not explain must be an
@@ -914,7 +961,7 @@ class _Walk:
                 continue
             if token.token_type != _IDENTIFIER and (name in _SYNTAX_WORDS or token.token_type in type_tokens):
                 continue
-            self._deny(f"function not allowed: {name}")
+            self._deny(_function(name))
 
     def _push_with(self, with_: exp.With, outer: frozenset[str], stack: list[tuple[exp.Expr, frozenset[str]]]) -> None:
         # CTE i sees the CTEs before it (and itself when RECURSIVE). Forward
@@ -938,17 +985,17 @@ class _Walk:
         if isinstance(this, exp.Func):
             return  # table function: checked as a call (name and qualifier)
         if not isinstance(this, (exp.Identifier, exp.Dot)):
-            self._deny(f"unsupported table reference: {table.sql(self.dialect)[:80]}")
+            self._deny(_table_reference(table.sql(self.dialect)[:80]))
             return
         parts = table.parts
         if not all(isinstance(part, exp.Identifier) for part in parts):
-            self._deny(f"unsupported table reference: {table.sql(self.dialect)[:80]}")
+            self._deny(_table_reference(table.sql(self.dialect)[:80]))
             return
         name = parts[-1].name.lower()
         if self.dialect == "sqlite" and name.startswith("pragma_") and name not in _READ_ONLY_PRAGMA_TABLES:
             # A pragma read as a table: some change the database or the
             # session (optimize, journal_mode, wal_checkpoint, ...).
-            self._deny(f"{_CONTROL}: PRAGMA ({name})")
+            self._deny(_control(f"PRAGMA ({name})"))
             return
         if len(parts) == 1:
             if _identifier_key(parts[0], self.dialect) in ctes:
@@ -974,15 +1021,20 @@ def analyse_sql(sql: str, dialect: str) -> SqlVerdict:
     try:
         return _analyse(sql, dialect)
     except Exception as error:  # fail closed on anything unexpected
-        return SqlVerdict(False, f"internal error: {type(error).__name__}", ())
+        # The error class is for the audit trail; people read that the SQL could not be checked.
+        # xgettext:no-python-format
+        message = gettext_noop("internal error: %(error)s")
+        return SqlVerdict(False, Reason(message, error=type(error).__name__), ())
 
 
-_ARROW_ARGUMENT = "write a JSON arrow that is a function's argument in parentheses: f((x -> 'a'), ...)"
+_ARROW_ARGUMENT = Reason(
+    gettext_noop("write a JSON arrow that is a function's argument in parentheses: f((x -> 'a'), ...)")
+)
 
 
 def _analyse(sql: str, dialect: str) -> SqlVerdict:
     if not isinstance(sql, str):
-        return SqlVerdict(False, "sql must be a string", ())
+        return SqlVerdict(False, Reason(gettext_noop("sql must be a string")), ())
     parser_dialect = _DIALECTS[dialect]
     try:
         tokens = parser_dialect.tokenize(sql)
@@ -1006,9 +1058,11 @@ def _analyse(sql: str, dialect: str) -> SqlVerdict:
     # parser output what the walk has checked.
     count = _count_statements(tokens)
     if count == 0 or not statements:
-        return SqlVerdict(False, "empty statement", tables, functions)
+        return SqlVerdict(False, Reason(gettext_noop("empty statement")), tables, functions)
     if count != 1 or len(statements) != 1:
-        reason = f"expected exactly one statement, got {max(count, len(statements))}"
+        reason = Reason(
+            gettext_noop("expected exactly one statement, got %(count)s"), count=max(count, len(statements))
+        )
         return SqlVerdict(False, reason, tables, functions)
     first_token = next((t for t in tokens if t.token_type != _SEMICOLON), None)
     # Most specific reason first; the TABLE-keyword rule also trips on

@@ -16,8 +16,8 @@ from chat.executor.pipeline import Call, Offer, Output, Target
 from chat.executor.policy import ALWAYS_ALLOW
 from chat.executor.reasons import Reason, Refused
 from governance.visibility import collection_access
+from owlai.tool_names import SEARCH_DOCUMENTS
 
-SEARCH_DOCUMENTS = "search_documents"
 MAX_SEARCH_QUERY_CHARS = 500
 
 

@@ -30,8 +30,8 @@ from chat.executor.pipeline import Call, Offer, Output, Target
 from chat.executor.policy import ALWAYS_ALLOW
 from chat.executor.reasons import Reason, Refused
 from chat.executor.shaping import SPILL_NAME, page, spill_files, spill_folder
+from owlai.tool_names import READ_SPILL
 
-READ_SPILL = "read_spill"
 MAX_LIMIT = 200
 
 

@@ -43,10 +43,9 @@ from governance.sql.execute import QueryError, account_risks, execute_readonly, 
 from governance.sql.guard import analyse_sql
 from governance.sql.table_access import tables_not_granted
 from governance.visibility import DbAccess, db_access
+from owlai.tool_names import RUN_SQL
 
 logger = logging.getLogger(__name__)
-
-RUN_SQL = "run_sql"
 
 
 class RunSql:

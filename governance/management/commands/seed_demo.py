@@ -42,6 +42,7 @@ from governance.services import (
     feature_default_set,
     install_config_sync,
 )
+from owlai.install_config import ProviderKind
 
 DEMO_CONNECTION = "demo_company"
 DEMO_FILE_NAME = "demo_company.sqlite3"
@@ -51,7 +52,6 @@ SUPPORT_ROLE = "고객센터"
 # Members may reveal the original behind a token (the `manager` demo user).
 REVEAL_ROLE = "개인정보 열람"
 SUPPORT_TABLES = ["consultations", "orders"]
-OFFLINE_DEMO_KIND = "offline-demo"
 
 
 def demo_db_path() -> Path:
@@ -207,7 +207,7 @@ class Command(BaseCommand):
             return default.model
         candidates = (
             LlmModel.objects.filter(
-                provider__kind=OFFLINE_DEMO_KIND, enabled=True, in_config=True, provider__in_config=True
+                provider__kind=ProviderKind.OFFLINE_DEMO, enabled=True, in_config=True, provider__in_config=True
             )
             .select_related("provider")
             .order_by("provider__name", "name")
