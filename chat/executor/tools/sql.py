@@ -27,7 +27,7 @@ from dataclasses import replace
 from django.utils.translation import gettext, gettext_noop
 
 from audit.models import ResourceKind
-from chat.executor.pipeline import Call, Lineage, Offer, Output, Target
+from chat.executor.pipeline import Call, Lineage, Offer, Output, Target, summary_fields
 from chat.executor.policy import ALWAYS_ALLOW
 from chat.executor.reasons import Phrase, Reason, Refused, ToolFailed
 from governance.models import ColumnClassification, DbConnection
@@ -60,6 +60,7 @@ class RunSql:
     unavailable = Reason(gettext_noop("no connection of that name is available"))
     failed = Reason(gettext_noop("query failed"))
     policy = ALWAYS_ALLOW
+    run_state = None  # nothing kept between its calls
 
     def definition(self, offer: Offer) -> dict | None:
         connections = offer.resources.connections
@@ -93,6 +94,9 @@ class RunSql:
         # The SQL as the model wrote it: tokens, never the originals.
         sql = args.get("sql")
         return sql if isinstance(sql, str) else ""
+
+    def summary(self, args: dict) -> dict[str, str]:
+        return summary_fields(args, resource="connection", inputs=("sql",))
 
     def resolve(self, ctx, name: str) -> Target | None:
         access = db_access(user_id=ctx.user_id, tier=ctx.tier, connection_name=name)
