@@ -196,12 +196,10 @@ class LoopState:
         if not isinstance(value.get("new"), list) or not isinstance(value.get("steps"), int) or not pending:
             raise ValueError("not a suspended loop's state")
         session = value.get("session")
-        if session is None and ("loaded" in value or "approval_id" in value):
-            # Stored before the session travelled in the loop state.
-            session = {
-                "states": {"connectors": {"loaded": value.get("loaded") or []}},
-                "approval_id": value.get("approval_id"),
-            }
+        if session is None and "approval_id" in value:
+            # Stored before the session travelled in the loop state: the
+            # decision still applies (tools it loaded are searched again).
+            session = {"states": {}, "approval_id": value.get("approval_id")}
         return cls(new=list(value["new"]), steps=value["steps"], pending=list(pending), session=session)
 
 
