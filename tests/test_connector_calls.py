@@ -167,6 +167,12 @@ def test_the_policy_blocks_or_asks(world):
         user_id=world.user.pk, username="x", tier="private", model_name="m", provider_name="p",
         conversation_id=None, turn_id=None,
     )  # fmt: skip
+    from chat.approvals import ConnectorApprovalGate
+
+    # The chat gate itself refuses (no turn to wait), as does a session without a gate.
+    session = ToolSession(ctx=ctx, approvals=ConnectorApprovalGate())
+    payload, outcome = world.call("desk__customer_note", {"name": "김민지"}, ctx=session)
+    assert outcome == "denied" and "approval" in payload["error"]
     payload, outcome = world.call("desk__customer_note", {"name": "김민지"}, ctx=ctx)
     assert outcome == "denied" and "approval" in payload["error"]
 
