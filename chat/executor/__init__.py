@@ -5,6 +5,7 @@ session.py    a run's tool session: context, per-run tool state, approvals
 policy.py     the policy / approval stage's interface
 registry.py   the tools by name (register one object to add a tool) and the
               approval stage
+steps.py      what a call's step shows (each tool's summary)
 shaping.py    binary, URL references, masking, spill
 reasons.py    refusal and failure messages (translated for the model)
 tools/        run_sql, search_documents, read_spill; connectors.py: the MCP
@@ -23,12 +24,12 @@ from chat.executor.pipeline import (
     Target,
     ToolResult,
     execute_tool_call,
-    step_summary,
     vault_for,
 )
 from chat.executor.registry import REGISTRY, tool_definitions
 from chat.executor.session import ToolSession
 from chat.executor.shaping import sanitise_value, spill_files, spill_folder
+from chat.executor.steps import step_summary
 from chat.executor.tools.sql import mask_sql_rows
 
 __all__ = [

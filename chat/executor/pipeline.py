@@ -58,7 +58,7 @@ from chat.context import TurnContext
 from chat.executor.policy import ApprovalSuspends, Decision, Policy, Verdict
 from chat.executor.reasons import Reason, Refused, ToolFailed, Unavailable
 from chat.executor.registry import REGISTRY
-from chat.executor.session import Offer, RunState, RunStateKind, ToolSession, session_of
+from chat.executor.session import Offer, RunState, RunStateKind, ToolSession
 from chat.vault import DbVault
 from governance.pii.known_values import KnownValues
 from governance.pii.masking import InMemoryVault, MaskCounts, Vault, mask_string
@@ -353,47 +353,6 @@ CHECK_CRASHED = Reason(gettext_noop("the call could not be checked and was refus
 CHECK_CRASHED_AUDIT = "internal error during checks"
 
 
-# What a step shows of its input: enough to read, bounded so one step cannot
-# make a stored event (and every resync) huge.
-STEP_INPUT_MAX_CHARS = 10_000
-STEP_RESOURCE_MAX_CHARS = 200
-
-
-def step_summary(session: ToolSession | TurnContext, name: str, arguments: str) -> dict:
-    """What a call's step shows before it runs, as its tool summarises it:
-    `resource` and its input fields, each bounded (`input_truncated` when cut).
-    Unknown tools and unparseable or oversize arguments show nothing more;
-    the executor refuses them."""
-    if len(arguments or "") > settings.OWLAI_TOOL_ARGUMENT_MAX_CHARS:
-        return {}
-    try:
-        args = parse_arguments(arguments)
-        tool = REGISTRY.find(session_of(session).ctx, name)
-        fields = tool.summary(args) if tool is not None else {}
-    except Exception:
-        # Only what the step shows: the call itself is decided by the pipeline.
-        return {}
-    out: dict = {}
-    for key, value in fields.items():
-        if not isinstance(value, str):
-            continue
-        limit = STEP_RESOURCE_MAX_CHARS if key == "resource" else STEP_INPUT_MAX_CHARS
-        out[key] = value[:limit]
-        if key != "resource" and len(value) > limit:
-            out["input_truncated"] = True
-    return out
-
-
-def summary_fields(args: dict, *, resource: str | None = None, inputs: tuple[str, ...] = ()) -> dict[str, str]:
-    """A tool's `summary` of plain string arguments: the one naming its
-    resource, and its input fields."""
-    out = {}
-    if resource is not None and isinstance(args.get(resource), str):
-        out["resource"] = args[resource]
-    out.update({name: args[name] for name in inputs if isinstance(args.get(name), str)})
-    return out
-
-
 def _asked_name(tool: Tool, args: dict[str, Any]) -> str:
     if tool.target_argument is None:
         return ""
@@ -522,8 +481,5 @@ __all__ = [
     "ToolResult",
     "ToolSession",
     "execute_tool_call",
-    "session_of",
-    "step_summary",
-    "summary_fields",
     "vault_for",
 ]

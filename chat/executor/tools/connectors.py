@@ -55,10 +55,11 @@ from django.conf import settings
 from django.utils.translation import gettext_noop
 
 from audit.models import ResourceKind
-from chat.executor.pipeline import Call, Offer, Output, Target, summary_fields
+from chat.executor.pipeline import Call, Offer, Output, Target
 from chat.executor.policy import ALWAYS_ALLOW, Decision
 from chat.executor.reasons import Reason, Refused, ToolFailed, Unavailable, Unrecorded
 from chat.executor.session import ToolSession
+from chat.executor.steps import summary_fields
 from governance.connectors.definitions import SCHEMA_MAX_DEPTH, SEPARATOR
 from governance.models import ConnectorToolPolicy
 from governance.visibility import (

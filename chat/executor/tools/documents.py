@@ -12,9 +12,10 @@ from django.utils.translation import gettext_noop
 
 from audit.models import ResourceKind
 from chat.document_search import search_collection
-from chat.executor.pipeline import Call, Offer, Output, Target, summary_fields
+from chat.executor.pipeline import Call, Offer, Output, Target
 from chat.executor.policy import ALWAYS_ALLOW
 from chat.executor.reasons import Reason, Refused
+from chat.executor.steps import summary_fields
 from governance.visibility import collection_access
 
 SEARCH_DOCUMENTS = "search_documents"

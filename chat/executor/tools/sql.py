@@ -27,9 +27,10 @@ from dataclasses import replace
 from django.utils.translation import gettext, gettext_noop
 
 from audit.models import ResourceKind
-from chat.executor.pipeline import Call, Lineage, Offer, Output, Target, summary_fields
+from chat.executor.pipeline import Call, Lineage, Offer, Output, Target
 from chat.executor.policy import ALWAYS_ALLOW
 from chat.executor.reasons import Phrase, Reason, Refused, ToolFailed
+from chat.executor.steps import summary_fields
 from governance.models import ColumnClassification, DbConnection
 from governance.pii.free_text import unknown_types, with_free_text
 from governance.pii.known_values import EMPTY, KnownValues
