@@ -10,7 +10,7 @@ in alternating rounds so none gets the warmer machine:
                 loop, deadlines, result conversion), the session reused
                 across the turn's calls
   executor      chat.executor.execute_tool_call on `<connector>__echo`
-                inside one turn (`connector_turn`: the session reused):
+                inside one turn (one ToolSession: the MCP session reused):
                 the visibility re-check, the policy, the argument checks,
                 the durable attempt and outcome audit rows, the call through
                 the turn's sessions, and the shaping of the result (URL
@@ -121,15 +121,14 @@ class Executor:
         )
 
     def __call__(self, url: str, calls: int, warmup: int) -> list[float]:
-        from chat.executor import execute_tool_call
-        from chat.executor.tools.connectors import connector_turn
+        from chat.executor import ToolSession, execute_tool_call
 
         samples: list[float] = []
-        with connector_turn():
+        with ToolSession(ctx=self.ctx) as session:
             for i in range(warmup + calls):
                 arguments = json.dumps({"text": f"message {i}"})
                 started = time.perf_counter()
-                result = execute_tool_call(self.ctx, name="bench__echo", arguments=arguments)
+                result = execute_tool_call(session, name="bench__echo", arguments=arguments)
                 if i >= warmup:
                     samples.append((time.perf_counter() - started) * 1000)
                 if result.outcome != "success":

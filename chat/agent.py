@@ -1,5 +1,7 @@
 """The single agent loop. Chat, playbooks and sub-agents all run this loop;
-every tool call goes through the executor passed in, never around it."""
+every tool call goes through the executor passed in, never around it, with
+the run's tool session (chat.executor.session). The loop knows no tool:
+what a step shows of a call is the tool's own summary."""
 
 from __future__ import annotations
 
@@ -11,9 +13,8 @@ from dataclasses import dataclass
 
 from django.conf import settings
 
-from chat.approvals import gate_decisions
 from chat.context import TurnContext
-from chat.executor import ToolResult
+from chat.executor import ToolResult, ToolSession, step_summary
 from chat.executor.policy import ApprovalSuspends
 from chat.llm import AssistantReply, ModelClient, ToolCall
 from chat.protocol import ServerEvent
@@ -177,21 +178,29 @@ class LoopState:
     tool calls are not all done), the model calls made (`steps`), and the tool
     calls of that entry not yet run (`pending`; the first one waits for the
     approval, its `tool.started` already sent). Resuming from it runs no model
-    or tool call twice."""
+    or tool call twice. `session` is the run's tool session as stored
+    (ToolSession.as_json: the tools' per-run state, the approval waited on),
+    restored by the runner when the run resumes."""
 
     new: list[dict]
     steps: int
     pending: list[dict]
+    session: dict | None = None
 
     def as_json(self) -> dict:
-        return {"new": self.new, "steps": self.steps, "pending": self.pending}
+        return {"new": self.new, "steps": self.steps, "pending": self.pending, "session": self.session}
 
     @classmethod
     def from_json(cls, value: dict) -> LoopState:
         pending = value.get("pending") or []
         if not isinstance(value.get("new"), list) or not isinstance(value.get("steps"), int) or not pending:
             raise ValueError("not a suspended loop's state")
-        return cls(new=list(value["new"]), steps=value["steps"], pending=list(pending))
+        session = value.get("session")
+        if session is None and "approval_id" in value:
+            # Stored before the session travelled in the loop state: the
+            # decision still applies (tools it loaded are searched again).
+            session = {"states": {}, "approval_id": value.get("approval_id")}
+        return cls(new=list(value["new"]), steps=value["steps"], pending=list(pending), session=session)
 
 
 class TurnSuspended(Exception):
@@ -220,32 +229,16 @@ class TurnCancelled(Exception):
         self.new_messages = new_messages
 
 
-# What a tool step shows of its input and result: enough to read, bounded so
-# one step cannot make a stored event (and every resync) huge.
-STEP_INPUT_MAX_CHARS = 10_000
+# What a tool step shows of its result: enough to read, bounded so one step
+# cannot make a stored event (and every resync) huge.
 STEP_RESULT_MAX_CHARS = 8_000
 
 
-def step_started_payload(call) -> dict:
-    """`tool.started`: the call as the model wrote it, tokens included: the
-    resource it named and its SQL or search query. Unparseable or oversize
-    arguments are shown as far as they go; the executor refuses them."""
-    payload: dict = {"call_id": call.id, "tool": call.name}
-    try:
-        args = json.loads(call.arguments) if len(call.arguments) <= settings.OWLAI_TOOL_ARGUMENT_MAX_CHARS else {}
-    except (TypeError, ValueError):
-        args = {}
-    if not isinstance(args, dict):
-        args = {}
-    resource = args.get("connection", args.get("collection"))
-    if isinstance(resource, str):
-        payload["resource"] = resource[:200]
-    for field in ("sql", "query"):
-        if isinstance(args.get(field), str):
-            payload[field] = args[field][:STEP_INPUT_MAX_CHARS]
-            if len(args[field]) > STEP_INPUT_MAX_CHARS:
-                payload["input_truncated"] = True
-    return payload
+def step_started_payload(call, session: ToolSession | TurnContext) -> dict:
+    """`tool.started`: the call as the model wrote it, tokens included, as
+    its tool summarises it (chat.executor.step_summary: e.g. the resource it
+    named and its SQL or search query)."""
+    return {"call_id": call.id, "tool": call.name, **step_summary(session, call.name, call.arguments)}
 
 
 def step_finished_payload(call, result: ToolResult, duration_ms: int) -> dict:
@@ -263,6 +256,9 @@ def step_finished_payload(call, result: ToolResult, duration_ms: int) -> dict:
     }
     if result.reason:
         payload["reason"] = localize(result.reason)[:2000]
+    if result.approval:
+        # Needed an approval, decided without asking (auto-approved / auto-blocked).
+        payload["approval"] = {"decision": result.approval}
     content = result.content or ""
     payload["result"] = content[:STEP_RESULT_MAX_CHARS]
     if len(content) > STEP_RESULT_MAX_CHARS:
@@ -282,6 +278,7 @@ def run_agent_loop(
     interruption: Callable[[], str | None] | None = None,
     history_chars: int | None = None,
     resume: LoopState | None = None,
+    session: ToolSession | None = None,
 ) -> LoopResult:
     """Alternate model calls and tool calls until the model answers without
     tools or `max_steps` model calls were made. Exceptions from `execute`
@@ -294,7 +291,11 @@ def run_agent_loop(
     A tool call that needs a person's approval stops the loop with
     TurnSuspended (nothing of that call ran); `resume` continues from its
     state: the waiting call first (through the executor again, which now
-    finds the decision), then the rest of its reply's calls, then the model."""
+    finds the decision), then the rest of its reply's calls, then the model.
+
+    `session` is the run's tool session (its caller opens and closes it);
+    `execute` is called as execute(session, name=..., arguments=...)."""
+    session = session if session is not None else ToolSession(ctx=ctx)
     new: list[dict] = list(resume.new) if resume else []
     steps = resume.steps if resume else 0
     budget = history_chars or history_budget(ctx)
@@ -313,18 +314,14 @@ def run_agent_loop(
         for index, call in enumerate(calls):
             check()
             if not (index == 0 and first_announced):
-                emit(ServerEvent.TOOL_STARTED, step_started_payload(call))
+                emit(ServerEvent.TOOL_STARTED, step_started_payload(call, session))
             started = time.perf_counter()
             try:
-                with gate_decisions() as gate:
-                    result = execute(ctx, name=call.name, arguments=call.arguments)
+                result = execute(session, name=call.name, arguments=call.arguments)
             except ApprovalSuspends as waiting:
                 pending = [_call_json(c) for c in calls[index:]]
                 raise TurnSuspended(LoopState(new=list(new), steps=steps, pending=pending), waiting.request) from None
             finished = step_finished_payload(call, result, round((time.perf_counter() - started) * 1000))
-            if gate.get("decision"):
-                # Needed an approval, decided without asking (auto-approved / auto-blocked).
-                finished["approval"] = {"decision": gate["decision"]}
             emit(ServerEvent.TOOL_FINISHED, finished)
             new.append({"role": "tool", "tool_call_id": call.id, "content": result.content})
 

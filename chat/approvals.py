@@ -2,12 +2,16 @@
 approval`): a person approves right before the call runs, because a model
 told to "confirm first" may send the mail anyway.
 
-The executor's approval gate (`ConnectorApprovalGate`, installed when the
-chat app loads) answers for one call, in this order:
+The approval gate (`ConnectorApprovalGate`, given to each run's tool session
+by the runner: chat.executor.session.ToolSession.approvals) answers for one
+call in the executor's APPROVAL stage, after the call's own argument checks
+(nobody is asked to approve a call that would be refused anyway), in this
+order:
 
 1. the decision the user gave for this very call, when the turn resumes
-   after it: approved / always allowed -> the call runs; denied or expired
-   -> refused (a `denied` row, the model is told);
+   after it (the approval id travels in the run's restored session):
+   approved / always allowed -> the call runs; denied or expired -> refused
+   (a `denied` row, the model is told);
 2. the same call (tool and arguments digest) denied
    OWLAI_APPROVAL_AUTO_BLOCK_DENIALS times in this conversation -> refused
    without asking (`approval_auto_blocked`);
@@ -23,21 +27,16 @@ chat app loads) answers for one call, in this order:
 
 Arguments are shown to the user, and stored with the request, masked (this
 conversation's tokens); audit events never carry them (nor their digest).
-Before asking, the call's own argument checks run, so nobody is asked to
-approve a call that would be refused anyway.
 """
 
 from __future__ import annotations
 
-import contextlib
-import contextvars
 import functools
 import hashlib
 import hmac
 import json
 import logging
 import unicodedata
-from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -52,7 +51,7 @@ from django.utils.translation import gettext_noop
 from audit.events import audit_event_write
 from audit.models import EventKind, Outcome, ResourceKind
 from audit.services import tool_call_audit_write
-from chat.executor.policy import ApprovalSuspends, Decision
+from chat.executor.policy import CANNOT_ASK, ApprovalSuspends, Decision
 from chat.executor.reasons import Reason
 from chat.models import AlwaysAllow, ApprovalStatus, ToolApproval, Turn, TurnStatus
 from chat.turns import dispatch, lifecycle, origins
@@ -79,7 +78,6 @@ STOPPED = Reason(gettext_noop("the user stopped the turn while the call waited f
 AUTO_BLOCKED = Reason(
     gettext_noop("the user denied this same call %(count)s times in this conversation; it is blocked without asking")
 )
-CANNOT_ASK = Reason(gettext_noop("this call needs an approval that cannot be asked for here"))
 
 
 class ApprovalError(Exception):
@@ -117,48 +115,15 @@ def arguments_digest(tool_name: str, arguments: Any) -> str:
     return hmac.new(key, canonical.encode("utf-8"), hashlib.sha256).hexdigest()
 
 
-_RESUMING: contextvars.ContextVar[str | None] = contextvars.ContextVar("owlai_resuming_approval", default=None)
-
-# What the gate decided on its own for the call being run (auto-approved,
-# auto-blocked): nobody was asked, so without this the person would not see
-# why a call that needs approval ran, or was refused (the step names it).
-_GATE_DECIDED: contextvars.ContextVar[dict | None] = contextvars.ContextVar("owlai_gate_decided", default=None)
-
+# What the gate decided on its own (nobody was asked), named on the call
+# (`call.approval`): without it the person would not see why a call that
+# needs approval ran, or was refused (the step names it).
 AUTO_APPROVED = "auto_approved"
 AUTO_BLOCKED_DECISION = "auto_blocked"
 
 
-@contextlib.contextmanager
-def gate_decisions() -> Iterator[dict]:
-    """Around one call: the yielded dict gets `decision` when the gate
-    decided without asking."""
-    seen: dict = {}
-    token = _GATE_DECIDED.set(seen)
-    try:
-        yield seen
-    finally:
-        _GATE_DECIDED.reset(token)
-
-
-def _gate_decided(decision: str) -> None:
-    seen = _GATE_DECIDED.get()
-    if seen is not None:
-        seen["decision"] = decision
-
-
-@contextlib.contextmanager
-def resuming(approval_id: str | None) -> Iterator[None]:
-    """The turn run inside the block resumes after this approval was decided:
-    the gate applies that decision to the waiting call (once)."""
-    token = _RESUMING.set(approval_id)
-    try:
-        yield
-    finally:
-        _RESUMING.reset(token)
-
-
 class ConnectorApprovalGate:
-    """The executor's approval gate (chat.executor.policy.set_approval_gate)."""
+    """The approval gate of a chat run's tool session (chat.executor.policy.ApprovalGate)."""
 
     def request(self, call, decision: Decision) -> Decision:
         view = call.target.resource if call.target is not None else None
@@ -167,12 +132,9 @@ class ConnectorApprovalGate:
             # Only connector calls of a stored turn whose origin has somebody
             # to answer (a chat page) can wait for a person.
             return Decision.deny(CANNOT_ASK)
-        # Nobody is asked to approve a call its own checks would refuse
-        # (Refused propagates: a denied row, as from the checks stage).
-        call.tool.check(call)
         digest = arguments_digest(call.tool.name, call.args)
 
-        decided = self._resumed(ctx, call.tool.name, digest, view)
+        decided = self._resumed(call.session.resuming, ctx, call.tool.name, digest, view)
         if decided is not None:
             return decided
         denials = ToolApproval.objects.filter(
@@ -183,7 +145,7 @@ class ConnectorApprovalGate:
         ).count()
         if denials >= settings.OWLAI_APPROVAL_AUTO_BLOCK_DENIALS:
             _gate_event(EventKind.APPROVAL_AUTO_BLOCKED, ctx, view, denials=denials)
-            _gate_decided(AUTO_BLOCKED_DECISION)
+            call.approval = AUTO_BLOCKED_DECISION
             return Decision.deny(Reason(AUTO_BLOCKED.msgid, count=denials))
         grant = AlwaysAllow.objects.filter(
             user_id=ctx.user_id,
@@ -193,7 +155,7 @@ class ConnectorApprovalGate:
         ).first()
         if grant is not None:
             _gate_event(EventKind.APPROVAL_AUTO_APPROVED, ctx, view, always_allow_id=grant.pk)
-            _gate_decided(AUTO_APPROVED)
+            call.approval = AUTO_APPROVED
             return Decision.allow()
         raise ApprovalSuspends(
             ApprovalRequest(
@@ -208,12 +170,13 @@ class ConnectorApprovalGate:
             )
         )
 
-    def _resumed(self, ctx, tool_name: str, digest: str, view: ConnectorToolView) -> Decision | None:
+    def _resumed(
+        self, approval_id: str | None, ctx, tool_name: str, digest: str, view: ConnectorToolView
+    ) -> Decision | None:
         """The person's decision on this very call. A decision is bound to
         the tool and to the definition it was shown under: if an admin
         accepted a changed definition meanwhile, the approval does not carry
         over (the person is asked again)."""
-        approval_id = _RESUMING.get()
         if approval_id is None:
             return None
         with transaction.atomic():
@@ -277,8 +240,8 @@ def _visible_controls(value: Any) -> Any:
 
 def _gate_event(kind: str, ctx, view: ConnectorToolView, **details: Any) -> None:
     """A decision the gate took for the user (auto-approved, auto-blocked).
-    Raises AuditWriteError when it cannot be written: inside the policy stage
-    that refuses the call (a crash while deciding), so an unrecorded
+    Raises AuditWriteError when it cannot be written: inside the approval
+    stage that refuses the call (a crash while deciding), so an unrecorded
     auto-approval never runs."""
     user = get_user_model().objects.filter(pk=ctx.user_id).first()
     audit_event_write(

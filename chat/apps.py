@@ -8,11 +8,7 @@ class ChatConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        # Connector calls that need approval ask the conversation's user
-        # (without this the executor refuses them: it cannot ask anyone).
-        from chat.approvals import ConnectorApprovalGate
-        from chat.executor.policy import set_approval_gate
-
-        set_approval_gate(ConnectorApprovalGate())
         # Registers the run task, which chat.turns.dispatch finds by name.
+        # (Connector approvals are no longer a process-wide gate: the runner
+        # gives each run's tool session its gate, chat.turns.runner.)
         from chat import tasks  # noqa: F401

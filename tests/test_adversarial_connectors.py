@@ -20,8 +20,8 @@ from django.utils import timezone
 
 from audit.models import ToolCallAudit
 from chat.approvals import ApprovalError, tool_approval_decide
-from chat.executor import tool_definitions
-from chat.executor.tools.connectors import connector_turn
+from chat.executor import ToolSession, tool_definitions
+from chat.executor.tools.connectors import connector_state
 from chat.models import AlwaysAllow, ApprovalStatus, ToolApproval, TurnStatus
 from chat.services import conversation_create
 from governance.connectors.client import ConnectorConfigError
@@ -239,8 +239,8 @@ def test_held_public_refusals_of_hidden_and_nonexistent_tools_are_identical(worl
 def test_held_tool_search_finds_nothing_of_an_internal_only_connector(world, settings):
     # Attack: search for the internal-only connector's name, tool names and description words.
     settings.OWLAI_CONNECTOR_TOOL_SEARCH_THRESHOLD = 1
-    with connector_turn() as turn:
-        ctx = world.context("public")
+    with ToolSession(ctx=world.context("public")) as ctx:
+        turn = connector_state(ctx)
         for query in ("crm", "crm__find_customer", "고객 CRM internal", "customer_card crm://"):
             found, outcome = world.call(TOOL_SEARCH, {"query": query}, ctx=ctx)
             assert outcome == "success"
@@ -288,8 +288,8 @@ def test_held_a_blocked_tool_cannot_be_called_or_found(world, settings):
     payload, outcome = world.call("desk__echo", {"text": "hello"})
     assert outcome == "denied" and payload["error"] == f"refused: {TOOL_UNAVAILABLE}"
     settings.OWLAI_CONNECTOR_TOOL_SEARCH_THRESHOLD = 1
-    with connector_turn():
-        found, _ = world.call(TOOL_SEARCH, {"query": "echo return the text"})
+    with ToolSession(ctx=world.context()) as session:
+        found, _ = world.call(TOOL_SEARCH, {"query": "echo return the text"}, ctx=session)
         assert "desk__echo" not in [t["name"] for t in found["tools"]]
 
 

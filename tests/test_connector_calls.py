@@ -14,8 +14,8 @@ import json
 import pytest
 from django.utils import translation
 
-from chat.executor import STAGES, tool_definitions, traced
-from chat.executor.tools.connectors import arguments_problem, connector_turn
+from chat.executor import STAGES, ToolSession, tool_definitions
+from chat.executor.tools.connectors import arguments_problem, connector_state
 from chat.prompt import system_prompt
 from chat.services import conversation_create
 from governance.models import ConnectorTool, Role
@@ -85,8 +85,8 @@ def no_arguments_in_audit(*values: str) -> None:
 
 @pytest.mark.parametrize("name", ["crm__find_customer", "desk__find_customer"])
 def test_a_call_passes_every_stage_and_personal_data_is_masked(world, name):
-    with traced() as seen:
-        payload, outcome = world.call(name, {"name": "김민지"})
+    seen: list = []
+    payload, outcome = world.call(name, {"name": "김민지"}, ctx=ToolSession(ctx=world.context(), trace=seen))
     assert outcome == "success", payload
     assert [stage for tool, stage in seen if tool == name] == list(STAGES)
     text = json.dumps(payload, ensure_ascii=False)
@@ -144,8 +144,9 @@ def test_hidden_unknown_not_allowed_blocked_and_changed_read_the_same(world, peo
     )
     seen_by_model = set()
     for tier, name, reason in REFUSALS:
-        with traced() as seen:
-            payload, outcome = world.call(name, {"name": "김민지", "text": "hello"}, tier=tier)
+        seen: list = []
+        session = ToolSession(ctx=world.context(tier), trace=seen)
+        payload, outcome = world.call(name, {"name": "김민지", "text": "hello"}, ctx=session)
         assert outcome == "denied"
         assert [stage for _, stage in seen] == [STAGES[0]]  # refused at the visibility stage: nothing ran
         seen_by_model.add(payload["error"])
@@ -166,6 +167,12 @@ def test_the_policy_blocks_or_asks(world):
         user_id=world.user.pk, username="x", tier="private", model_name="m", provider_name="p",
         conversation_id=None, turn_id=None,
     )  # fmt: skip
+    from chat.approvals import ConnectorApprovalGate
+
+    # The chat gate itself refuses (no turn to wait), as does a session without a gate.
+    session = ToolSession(ctx=ctx, approvals=ConnectorApprovalGate())
+    payload, outcome = world.call("desk__customer_note", {"name": "김민지"}, ctx=session)
+    assert outcome == "denied" and "approval" in payload["error"]
     payload, outcome = world.call("desk__customer_note", {"name": "김민지"}, ctx=ctx)
     assert outcome == "denied" and "approval" in payload["error"]
 
@@ -230,23 +237,24 @@ def test_a_hanging_call_fails_with_a_clear_message(world):
 
 
 def test_a_crash_mid_call_fails_and_the_next_call_gets_a_new_session(world):
-    with connector_turn():
-        payload, outcome = world.call("boom__crash", {})
+    with ToolSession(ctx=world.context()) as session:
+        payload, outcome = world.call("boom__crash", {}, ctx=session)
         assert outcome == "failed" and "stopped or closed the connection" in payload["error"]
-        assert world.call("boom__quick", {})[1] == "success"
+        assert world.call("boom__quick", {}, ctx=session)[1] == "success"
     assert [r.call_outcome for r in world.rows()] == ["failed", "success"]
 
 
 def test_one_session_per_connector_is_reused_by_the_turns_calls_and_closed_at_its_end(world):
-    with connector_turn() as turn:
-        pids = {world.call("desk__whoami", {})[0]["content"][0]["text"] for _ in range(3)}
-        world.call("crm__echo", {"text": "hello"})
+    with ToolSession(ctx=world.context()) as session:
+        pids = {world.call("desk__whoami", {}, ctx=session)[0]["content"][0]["text"] for _ in range(3)}
+        world.call("crm__echo", {"text": "hello"}, ctx=session)
+        turn = connector_state(session)
         sessions = turn.sessions()
         assert len(pids) == 1 and len(sessions._open) == 2  # desk (stdio) and crm (HTTP): one each
     assert sessions._open == {} and turn._sessions is None
-    with connector_turn():
+    with ToolSession(ctx=world.context()) as session:
         # The next turn starts its own stdio server process.
-        assert world.call("desk__whoami", {})[0]["content"][0]["text"] not in pids
+        assert world.call("desk__whoami", {}, ctx=session)[0]["content"][0]["text"] not in pids
 
 
 def test_a_changed_definition_on_the_server_sends_nothing(world):
@@ -273,8 +281,8 @@ def test_the_turn_is_offered_what_it_may_see_and_the_prompt_lists_connectors(wor
 
 def test_past_the_threshold_the_search_tool_loads_what_it_finds(world, settings):
     settings.OWLAI_CONNECTOR_TOOL_SEARCH_THRESHOLD = 1
-    with connector_turn() as turn:
-        ctx = world.context("public")
+    with ToolSession(ctx=world.context("public")) as ctx:
+        turn = connector_state(ctx)
         offered = tool_definitions(ctx, visible_resources(user_id=world.user.pk, tier="public"))
         assert [d["function"]["name"] for d in offered] == [TOOL_SEARCH]
         found, outcome = world.call(TOOL_SEARCH, {"query": "customer contact"}, ctx=ctx)

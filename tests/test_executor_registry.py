@@ -13,8 +13,8 @@ import pytest
 
 from audit.models import ToolCallAudit
 from chat.context import TurnContext
-from chat.executor import REGISTRY, STAGES, Output, Stage, traced
-from chat.executor.policy import ApprovalSuspends, Decision, approval_gate, set_approval_gate
+from chat.executor import REGISTRY, STAGES, Output, Stage
+from chat.executor.policy import ApprovalSuspends, Decision
 from chat.executor.reasons import Reason
 from chat.executor.registry import IncompleteTool, Registry
 from chat.executor.tools.connectors import ConnectorCall
@@ -88,13 +88,6 @@ def world(personas, settings, tmp_path, people_http):
     return w
 
 
-@pytest.fixture(autouse=True)
-def keep_the_approval_gate():
-    gate = approval_gate()
-    yield
-    set_approval_gate(gate)
-
-
 _ANY_TURN = TurnContext(
     user_id=0, username="", tier="private", model_name="m", provider_name="p", conversation_id=None, turn_id=None
 )
@@ -142,8 +135,8 @@ def test_every_registered_tool_has_examples_here(world):
 @pytest.mark.parametrize("name", TOOLS)
 def test_an_allowed_call_passes_every_stage_in_order(world, name):
     name, arguments = example(world, name, 0)
-    with traced() as seen:
-        payload, outcome = world.call(name, arguments)
+    seen: list = []
+    payload, outcome = world.call(name, arguments, trace=seen)
     assert outcome == "success", payload
     assert stages_of(seen, name) == list(STAGES)
     row = rows_of(world, name)[-1]
@@ -157,8 +150,8 @@ def test_a_call_refused_by_its_checks_stops_before_the_attempt(world, name, monk
     name, arguments = example(world, name, 1)
     ran = []
     patch(monkeypatch, name, "run", lambda call: ran.append(call))
-    with traced() as seen:
-        payload, outcome = world.call(name, arguments)
+    seen: list = []
+    payload, outcome = world.call(name, arguments, trace=seen)
     assert outcome == "denied" and payload["error"].startswith("refused:")
     assert stages_of(seen, name) == [Stage.VISIBILITY, Stage.POLICY, Stage.CHECKS]
     assert ran == []
@@ -169,8 +162,8 @@ def test_a_call_refused_by_its_checks_stops_before_the_attempt(world, name, monk
 def test_a_hidden_or_missing_target_is_refused_at_visibility(world, name, monkeypatch):
     called, arguments = example(world, name, 2)
     patch(monkeypatch, name, "run", lambda call: pytest.fail("ran"))
-    with traced() as seen:
-        payload, outcome = world.call(called, arguments)
+    seen: list = []
+    payload, outcome = world.call(called, arguments, trace=seen)
     assert outcome == "denied"
     assert stages_of(seen, called) == [Stage.VISIBILITY]
     assert payload["error"] == f"refused: {tool(name).unavailable.for_model()}"
@@ -194,8 +187,8 @@ def test_the_policy_stage_refuses_before_the_checks(world, name, monkeypatch):
     name, arguments = example(world, name, 0)
     patch(monkeypatch, name, "policy", _Deny())
     patch(monkeypatch, name, "check", lambda call: pytest.fail("checked"))
-    with traced() as seen:
-        payload, outcome = world.call(name, arguments)
+    seen: list = []
+    payload, outcome = world.call(name, arguments, trace=seen)
     assert outcome == "denied" and "blocked by the install's tool policy" in payload["error"]
     assert stages_of(seen, name) == [Stage.VISIBILITY, Stage.POLICY]
     assert rows_of(world, name)[-1].reason == "blocked by the install's tool policy"
@@ -206,7 +199,7 @@ def test_needs_approval_without_a_gate_is_denied_and_a_gate_may_suspend(world, n
     name, arguments = example(world, name, 0)
     before = len(rows_of(world, name))
     patch(monkeypatch, name, "policy", _NeedsApproval())
-    set_approval_gate(None)  # the deny-all default (the chat app installs the real one)
+    # No gate in the session: nobody can be asked (the runner gives a chat run its gate).
     payload, outcome = world.call(name, arguments)
     assert outcome == "denied" and "approval" in payload["error"]
 
@@ -214,9 +207,8 @@ def test_needs_approval_without_a_gate_is_denied_and_a_gate_may_suspend(world, n
         def request(self, call, decision):
             raise ApprovalSuspends(call.tool.name)
 
-    set_approval_gate(Suspend())
     with pytest.raises(ApprovalSuspends):
-        world.call(name, arguments)
+        world.call(name, arguments, approvals=Suspend())
     # Denied once (a row); suspended: nothing ran and nothing was recorded yet.
     assert [r.outcome for r in rows_of(world, name)[before:]] == ["denied"]
 
@@ -224,8 +216,36 @@ def test_needs_approval_without_a_gate_is_denied_and_a_gate_may_suspend(world, n
         def request(self, call, decision):
             return Decision.allow()
 
-    set_approval_gate(Approve())
-    assert world.call(name, arguments)[1] == "success"
+    assert world.call(name, arguments, approvals=Approve())[1] == "success"
+
+
+@pytest.mark.parametrize("name", TOOLS)
+def test_an_approval_is_asked_after_the_checks_and_before_the_attempt(world, name, monkeypatch):
+    """The declared order is the order that runs: the argument checks, then
+    the approval stage, then the attempt row (nothing reaches the target
+    unapproved, and nobody is asked about a call its checks refuse)."""
+    name, arguments = example(world, name, 0)
+    patch(monkeypatch, name, "policy", _NeedsApproval())
+    asked = []
+
+    class Approve:
+        def request(self, call, decision):
+            asked.append(call.tool.name)
+            call.session.enter(call.tool.name, "gate asked")
+            return Decision.allow()
+
+    seen: list = []
+    assert world.call(name, arguments, approvals=Approve(), trace=seen)[1] == "success"
+    assert STAGES.index(Stage.CHECKS) < STAGES.index(Stage.APPROVAL) < STAGES.index(Stage.ATTEMPT)
+    order = stages_of(seen, name)
+    assert order == [*STAGES[: STAGES.index(Stage.ATTEMPT)], "gate asked", *STAGES[STAGES.index(Stage.ATTEMPT) :]]
+    assert order.index(Stage.CHECKS) < order.index("gate asked") < order.index(Stage.ATTEMPT)
+
+    refused_name, refused_arguments = example(world, name, 1)
+    seen = []
+    payload, outcome = world.call(refused_name, refused_arguments, approvals=Approve(), trace=seen)
+    assert outcome == "denied" and asked == [name]  # refused by its checks: never put to the gate
+    assert stages_of(seen, refused_name) == [Stage.VISIBILITY, Stage.POLICY, Stage.CHECKS]
 
 
 @pytest.mark.parametrize("name", TOOLS)
@@ -252,8 +272,9 @@ def test_no_attempt_row_means_nothing_runs(world, name, monkeypatch):
         raise RuntimeError("audit table locked")
 
     monkeypatch.setattr("audit.services._insert", refuse)
-    with traced() as seen, pytest.raises(AuditWriteError):
-        world.call(name, arguments)
+    seen: list = []
+    with pytest.raises(AuditWriteError):
+        world.call(name, arguments, trace=seen)
     assert stages_of(seen, name)[-1] is Stage.ATTEMPT
 
 
@@ -350,6 +371,7 @@ class _Echo:
     result_key = "connector"
     unavailable = Reason("no such connector")
     failed = Reason("echo failed")
+    run_state = None
 
     def __init__(self, policy):
         self.policy = policy
@@ -359,6 +381,9 @@ class _Echo:
 
     def audit_statement(self, args):
         return ""  # connector arguments are never recorded
+
+    def summary(self, args):
+        return {}
 
     def resolve(self, ctx, name):
         from chat.executor import Target
@@ -403,8 +428,8 @@ def echo_source():
 
 def test_a_tool_from_a_source_passes_the_same_stages(world, echo_source):
     assert "echo_note" in [t.name for t in REGISTRY.tools(world.context())]
-    with traced() as seen:
-        payload, outcome = world.call("echo_note", {"who": "민준"})
+    seen: list = []
+    payload, outcome = world.call("echo_note", {"who": "민준"}, trace=seen)
     assert outcome == "success" and stages_of(seen, "echo_note") == list(STAGES)
     assert PHONE not in payload["text"] and payload["connector"] == "notes"
     (row,) = rows_of(world, "echo_note")

@@ -129,15 +129,8 @@ def test_the_run_core_has_no_import_loop():
     assert _cycles(sub) == []
 
 
-# chat/executor/ belongs to the executor's own work (issue 18, item 3: the
-# explicit tool session); its pipeline and registry still import each other
-# (a function-level import in pipeline). Listed here so that any other loop
-# fails; remove the entry when that loop goes.
-EXECUTOR_LOOPS_PENDING = [["chat.executor.pipeline", "chat.executor.registry"]]
-
-
 def test_no_import_loop_anywhere_in_chat():
-    assert [c for c in _cycles(import_graph()) if c not in EXECUTOR_LOOPS_PENDING] == []
+    assert _cycles(import_graph()) == []
 
 
 def test_the_run_package_modules_are_small():

@@ -4,9 +4,12 @@
                 as this turn may see it (tier x exposure x grant). Missing,
                 not granted and hidden read the same to the model.
     POLICY      the tool's policy: allow / deny(reason) / needs approval
-                (-> the approval gate: chat.executor.policy).
+                (chat.executor.policy).
     CHECKS      the tool's own argument checks (SQL: read-only, granted
                 tables, re-identification and its re-check, row counts).
+    APPROVAL    a call that needs approval, its checks passed, is put to the
+                run's gate (the registry's stage: Registry.approve): allow,
+                deny, or the run waits for a person (ApprovalSuspends).
     ATTEMPT     the attempt's audit row, committed. Cannot write? Nothing runs.
     RUN         the tool's preparation (checks that touch the target, e.g. the
                 SQL account check, after the attempt row) and its run.
@@ -15,8 +18,13 @@
                 references; known values, lineage and detectors -> tokens;
                 a big result -> spill file (masked) and a preview.
 
+The stages run in the order `STAGES` declares (a run's session traces them).
+Every call carries its run's session (chat.executor.session.ToolSession):
+the frozen context, each tool's per-run state, the approval gate and the
+decision a resumed run brings.
+
 A refusal before ATTEMPT is one `denied` row; nothing ran. Any exception
-while deciding (VISIBILITY .. CHECKS, and the preparation) refuses the call;
+while deciding (VISIBILITY .. APPROVAL, and the preparation) refuses the call;
 an exception while running is a `failed` outcome with a value-free message.
 Audit write failures (AuditWriteError) always propagate: the caller stops
 the turn without the result; so does a failure while shaping (the result
@@ -34,15 +42,12 @@ every stage; a new tool needs an example call there.
 
 from __future__ import annotations
 
-import contextlib
-import contextvars
 import enum
 import json
 import logging
 import time
-from collections.abc import Iterator
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from dataclasses import dataclass, field, replace
+from typing import Any, Protocol
 
 from django.conf import settings
 from django.utils.translation import gettext, gettext_noop
@@ -50,14 +55,13 @@ from django.utils.translation import gettext, gettext_noop
 from audit.models import Outcome, ToolCallAudit
 from audit.services import tool_call_audit_write, tool_call_outcome_write
 from chat.context import TurnContext
-from chat.executor.policy import ApprovalSuspends, Decision, Policy, Verdict, approval_gate
+from chat.executor.policy import ApprovalSuspends, Decision, Policy, Verdict
 from chat.executor.reasons import Reason, Refused, ToolFailed, Unavailable
+from chat.executor.registry import REGISTRY
+from chat.executor.session import Offer, RunState, RunStateKind, ToolSession
 from chat.vault import DbVault
 from governance.pii.known_values import KnownValues
 from governance.pii.masking import InMemoryVault, MaskCounts, Vault, mask_string
-
-if TYPE_CHECKING:
-    from governance.visibility import TurnResources
 
 logger = logging.getLogger(__name__)
 
@@ -66,6 +70,7 @@ class Stage(enum.Enum):
     VISIBILITY = "visibility"
     POLICY = "policy"
     CHECKS = "checks"
+    APPROVAL = "approval"
     ATTEMPT = "attempt"
     RUN = "run"
     OUTCOME = "outcome"
@@ -85,6 +90,9 @@ class ToolResult:
     # Why a refused or failed call did not give a result, as the model was
     # told it (the page shows it at the call's step).
     reason: str | None = None
+    # A call that needed approval and was decided without asking anyone
+    # (the gate's `auto_approved` / `auto_blocked`): the step names it.
+    approval: str = ""
 
 
 @dataclass(frozen=True)
@@ -94,16 +102,6 @@ class Target:
     name: str
     pk: int | None
     resource: Any  # the tool's own handle (a DbAccess, a collection, a file)
-
-
-@dataclass(frozen=True)
-class Offer:
-    """What a tool may build its definition from: the turn and the resources
-    it may see (governance.visibility). A hidden resource is not even an enum
-    value in a definition."""
-
-    ctx: TurnContext
-    resources: TurnResources
 
 
 @dataclass
@@ -152,6 +150,10 @@ class Tool(Protocol):
     unavailable: Reason  # told when the resource is missing, not granted or hidden
     failed: Reason  # told when the run failed
     policy: Policy
+    # Its per-run state (chat.executor.session.RunStateKind: how to open it,
+    # from what a waiting run stored, and close it), or None. Tools of one
+    # family share one kind (the connector tools share their MCP sessions).
+    run_state: RunStateKind | None
 
     def definition(self, offer: Offer) -> dict | None:
         """The JSON schema the model is shown this turn (None: not offered)."""
@@ -159,6 +161,11 @@ class Tool(Protocol):
     def audit_statement(self, args: dict) -> str:
         """The statement its audit row records, as the model wrote it (SQL);
         "" for tools whose arguments are never recorded."""
+
+    def summary(self, args: dict) -> dict[str, str]:
+        """What its step shows of the call as the model wrote it (tokens
+        included), before it runs: `resource` (the resource it names) and
+        its input fields by name (e.g. `sql`, `query`); {}: nothing."""
 
     def resolve(self, ctx: TurnContext, name: str) -> Target | None:
         """VISIBILITY: the named resource when this turn may use it, else None."""
@@ -185,6 +192,7 @@ class Call:
     tool: Tool
     raw: str
     started: float
+    session: ToolSession = None  # type: ignore[assignment]  # the run's (a one-call one when None)
     args: dict[str, Any] = field(default_factory=dict)
     asked: str = ""  # the resource name the model asked for (audited when refused)
     target: Target | None = None
@@ -192,11 +200,21 @@ class Call:
     tables: tuple[str, ...] = ()  # audited: the tables it reads
     state: dict[str, Any] = field(default_factory=dict)  # the tool's own, between its parts
     vault: Vault = None  # type: ignore[assignment]
+    approval: str = ""  # set by the gate when it decided without asking
     _known: KnownValues | None = None
 
     def __post_init__(self) -> None:
+        if self.session is None:
+            self.session = ToolSession(ctx=self.ctx)
         if self.vault is None:
             self.vault = vault_for(self.ctx)
+
+    @property
+    def run_state(self) -> RunState:
+        """The tool's per-run state in this run (opened on first use)."""
+        if self.tool.run_state is None:
+            raise TypeError(f"{self.tool.name} keeps no per-run state")
+        return self.session.state(self.tool.run_state)
 
     def known(self) -> KnownValues:
         """Every original this conversation's vault holds (read once per call)."""
@@ -209,36 +227,26 @@ def vault_for(ctx: TurnContext) -> Vault:
     return DbVault(ctx.conversation_id) if ctx.conversation_id else InMemoryVault()
 
 
-# --- Stage trace (tests) -----------------------------------------------------
-
-_TRACE: contextvars.ContextVar[list | None] = contextvars.ContextVar("owlai_executor_trace", default=None)
-
-
-@contextlib.contextmanager
-def traced() -> Iterator[list[tuple[str, Stage]]]:
-    """Records (tool name, stage) for every stage entered inside the block."""
-    seen: list[tuple[str, Stage]] = []
-    token = _TRACE.set(seen)
-    try:
-        yield seen
-    finally:
-        _TRACE.reset(token)
-
-
 def _enter(call: Call, stage: Stage) -> None:
-    seen = _TRACE.get()
-    if seen is not None:
-        seen.append((call.tool.name, stage))
+    call.session.enter(call.tool.name, stage)
 
 
 # --- The pipeline ----------------------------------------------------------------
 
 
-def execute_tool_call(ctx: TurnContext, *, name: str, arguments: str) -> ToolResult:
-    """Run one tool call for a turn. Raises AuditWriteError when the call cannot
-    be recorded: the caller must then stop the turn without the result."""
-    from chat.executor.registry import REGISTRY
+def execute_tool_call(session: ToolSession | TurnContext, *, name: str, arguments: str) -> ToolResult:
+    """Run one tool call of a run, in its session (a bare TurnContext: a
+    one-call session, closed after the call). Raises AuditWriteError when the
+    call cannot be recorded: the caller must then stop the run without the
+    result."""
+    if isinstance(session, ToolSession):
+        return _execute(session, name, arguments)
+    with ToolSession(ctx=session) as once:
+        return _execute(once, name, arguments)
 
+
+def _execute(session: ToolSession, name: str, arguments: str) -> ToolResult:
+    ctx = session.ctx
     started = time.perf_counter()
     # Oversize arguments are refused before anything reads them (the model
     # client stops reading such an argument after the cap + 1 characters).
@@ -253,7 +261,9 @@ def execute_tool_call(ctx: TurnContext, *, name: str, arguments: str) -> ToolRes
         tool = None
     if tool is None:
         return _refuse_unrouted(ctx, name, Reason(gettext_noop("unknown tool: %(name)s"), name=(name or "?")[:100]))
-    return _through_stages(Call(ctx=ctx, tool=tool, raw=arguments or "", started=started))
+    call = Call(ctx=ctx, tool=tool, raw=arguments or "", started=started, session=session)
+    result = _through_stages(call)
+    return replace(result, approval=call.approval) if call.approval else result
 
 
 def _through_stages(call: Call) -> ToolResult:
@@ -270,15 +280,19 @@ def _through_stages(call: Call) -> ToolResult:
 
         _enter(call, Stage.POLICY)
         decision: Decision = tool.policy.decide(call)
-        if decision.verdict is Verdict.NEEDS_APPROVAL:
-            decision = approval_gate().request(call, decision)
-        if decision.verdict is not Verdict.ALLOW:
-            # Anything but an explicit allow refuses (an approval gate that
-            # answered "needs approval" again included).
-            raise Refused(decision.reason or Reason(gettext_noop("refused by the tool policy")))
+        if decision.verdict not in (Verdict.ALLOW, Verdict.NEEDS_APPROVAL):
+            raise Refused(decision.reason or POLICY_REFUSED)
 
         _enter(call, Stage.CHECKS)
+        # Nobody is asked to approve a call its own checks would refuse.
         tool.check(call)
+
+        _enter(call, Stage.APPROVAL)
+        decision = REGISTRY.approve(call, decision)
+        if decision.verdict is not Verdict.ALLOW:
+            # Anything but an explicit allow refuses (a gate that answered
+            # "needs approval" again included).
+            raise Refused(decision.reason or POLICY_REFUSED)
     except Unavailable as unavailable:
         call.asked = call.asked or unavailable.asked[:200]
         return _deny(call, tool.unavailable, audit_text=unavailable.audit_reason or None)
@@ -334,6 +348,7 @@ def _through_stages(call: Call) -> ToolResult:
     return ToolResult(content=content, outcome=outcome, row_count=output.row_count)
 
 
+POLICY_REFUSED = Reason(gettext_noop("refused by the tool policy"))
 CHECK_CRASHED = Reason(gettext_noop("the call could not be checked and was refused"))
 CHECK_CRASHED_AUDIT = "internal error during checks"
 
@@ -464,7 +479,7 @@ __all__ = [
     "Target",
     "Tool",
     "ToolResult",
+    "ToolSession",
     "execute_tool_call",
-    "traced",
     "vault_for",
 ]

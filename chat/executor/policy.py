@@ -5,19 +5,22 @@ re-check and before the argument checks. Three answers:
 
 * allow            -> the call goes on to its argument checks;
 * deny(reason)     -> refused: one `denied` audit row, the reason to the model;
-* needs_approval   -> handed to the approval gate (`set_approval_gate`), which
-                      answers allow or deny, or raises to suspend the turn
-                      until a person decides (the turn then resumes in a new
-                      task and the call comes through the whole pipeline again,
-                      where the policy finds the recorded decision).
+* needs_approval   -> the call goes on to its argument checks, then to the
+                      APPROVAL stage (chat.executor.registry.Registry.approve):
+                      the run's gate (`ToolSession.approvals`) answers allow or
+                      deny, or raises to suspend the run until a person decides
+                      (the run then resumes in a new task and the call comes
+                      through the whole pipeline again, where the gate finds
+                      the recorded decision in the restored session).
 
 Built-in tools (run_sql, search_documents, read_spill) touch only resources
 whose grants the visibility stage already decided, so their policy is
 ALWAYS_ALLOW. Connector tools bring a policy that reads the install's tool
 policy (allow / require approval / block) and the user's standing approvals.
 
-The default gate cannot ask anyone, so it denies (fail closed): a call that
-needs approval never runs unapproved because nothing was plugged in.
+A session without a gate cannot ask anyone, so the call is denied (fail
+closed): a call that needs approval never runs unapproved because nothing was
+plugged in.
 """
 
 from __future__ import annotations
@@ -75,9 +78,10 @@ class Policy(Protocol):
 
 class ApprovalGate(Protocol):
     def request(self, call: Call, decision: Decision) -> Decision:
-        """Allow or deny a call that needs approval, or raise ApprovalSuspends
-        to stop the turn while a person decides (nothing has run; no attempt
-        row exists)."""
+        """Allow or deny a call that needs approval (its argument checks
+        passed), or raise ApprovalSuspends to stop the run while a person
+        decides (nothing has run; no attempt row exists). A decision taken
+        without asking is named in `call.approval` (the step shows it)."""
         ...
 
 
@@ -89,18 +93,4 @@ class _AlwaysAllow:
 ALWAYS_ALLOW: Policy = _AlwaysAllow()
 
 
-class _NoApprovals:
-    def request(self, call: Call, decision: Decision) -> Decision:
-        return Decision.deny(Reason(gettext_noop("this call needs an approval that cannot be asked for here")))
-
-
-_GATE: list[ApprovalGate] = [_NoApprovals()]
-
-
-def approval_gate() -> ApprovalGate:
-    return _GATE[0]
-
-
-def set_approval_gate(gate: ApprovalGate | None) -> None:
-    """Install the gate that asks people (None: back to deny-all)."""
-    _GATE[0] = gate if gate is not None else _NoApprovals()
+CANNOT_ASK = Reason(gettext_noop("this call needs an approval that cannot be asked for here"))

@@ -7,22 +7,39 @@ whose list changes at run time (the MCP connector tools): the source finds a
 tool by name for a turn and lists the definitions a turn is offered; every
 tool it hands out is checked the same way. Whatever the origin, a tool is
 only ever called through the pipeline's stages.
+
+The registry also owns the APPROVAL stage (`Registry.approve`): after a
+call's argument checks, a call its policy said needs approval is put to the
+run's gate (chat.executor.session.ToolSession.approvals); none: refused.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from chat.context import TurnContext
-from chat.executor.pipeline import Offer, Tool
+from chat.executor.policy import CANNOT_ASK, Decision, Verdict
+from chat.executor.session import Offer, ToolSession, session_of
+
+if TYPE_CHECKING:
+    from chat.executor.pipeline import Call, Tool
 
 logger = logging.getLogger(__name__)
 
 # The parts of a Tool (chat.executor.pipeline): attributes, then methods.
-_ATTRIBUTES = ("name", "resource_kind", "target_argument", "result_key", "unavailable", "failed", "policy")
-_METHODS = ("definition", "audit_statement", "resolve", "check", "prepare", "run", "lineage")
+_ATTRIBUTES = (
+    "name",
+    "resource_kind",
+    "target_argument",
+    "result_key",
+    "unavailable",
+    "failed",
+    "policy",
+    "run_state",
+)
+_METHODS = ("definition", "audit_statement", "summary", "resolve", "check", "prepare", "run", "lineage")
 
 
 class ToolSource(Protocol):
@@ -103,10 +120,21 @@ class Registry:
                 logger.exception("tool source %r failed; its tools are not offered", source)
         return out
 
+    def approve(self, call: Call, decision: Decision) -> Decision:
+        """APPROVAL: a call whose policy answered `needs approval`, its checks
+        passed, is put to the run's gate; an allow passes untouched. Without
+        a gate nobody can be asked: denied (fail closed)."""
+        if decision.verdict is not Verdict.NEEDS_APPROVAL:
+            return decision
+        gate = call.session.approvals
+        if gate is None:
+            return Decision.deny(CANNOT_ASK)
+        return gate.request(call, decision)
+
 
 REGISTRY = Registry()
 
 
-def tool_definitions(ctx: TurnContext, resources) -> list[dict]:
-    """The tools a turn's model is shown (built from what the turn may see)."""
-    return REGISTRY.definitions(Offer(ctx=ctx, resources=resources))
+def tool_definitions(session: ToolSession | TurnContext, resources) -> list[dict]:
+    """The tools a run's model is shown (built from what the run may see)."""
+    return REGISTRY.definitions(Offer(session=session_of(session), resources=resources))

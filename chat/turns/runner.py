@@ -15,14 +15,9 @@ from django.utils.translation import gettext as _
 
 from audit.services import AuditWriteError
 from chat.agent import ABANDONED, CANCELLED, LoopState, TurnAbandoned, TurnCancelled, TurnSuspended, run_agent_loop
-from chat.approvals import (
-    requested_payload,
-    resuming,
-    tool_approval_create,
-)
+from chat.approvals import ConnectorApprovalGate, requested_payload, tool_approval_create
 from chat.context import TurnContext
-from chat.executor import execute_tool_call, tool_definitions
-from chat.executor.tools.connectors import connector_turn
+from chat.executor import ToolSession, execute_tool_call, tool_definitions
 from chat.llm import ModelError
 from chat.model_clients import client_for
 from chat.models import Conversation, Message, MessageRole, Turn, TurnStatus, UrlReference, VaultEntry
@@ -155,7 +150,7 @@ def _run(turn: Turn) -> None:
             "offline_demo": model.provider.kind == "offline-demo",
         },
     )
-    _converse(turn, emit, ctx, model)
+    _converse(turn, emit, ctx, model, ToolSession(ctx=ctx, approvals=ConnectorApprovalGate()))
 
 
 def _resume(turn: Turn) -> None:
@@ -166,6 +161,7 @@ def _resume(turn: Turn) -> None:
     conversation = turn.conversation
     try:
         state = LoopState.from_json(turn.loop_state)
+        stored_session = state.session or {}
         model = (
             LlmModel.objects.select_related("provider")
             .filter(provider__name=turn.provider_name, name=turn.model_name)
@@ -189,16 +185,14 @@ def _resume(turn: Turn) -> None:
         origin=turn.origin,
         origin_ref=turn.origin_ref,
     )
-    loop_state = turn.loop_state
-    _converse(
-        turn,
-        emit,
-        ctx,
-        model,
-        resume=state,
-        loaded=loop_state.get("loaded") or [],
-        approval_id=loop_state.get("approval_id"),
-    )
+    try:
+        # The tools' per-run state and the decided approval, as the run stored them.
+        session = ToolSession.from_json(ctx, stored_session, approvals=ConnectorApprovalGate())
+    except ValueError:
+        logger.exception("turn %s: its stored tool session cannot be restored", turn.pk)
+        lifecycle.fail(turn, emit, _("The turn could not be resumed."))
+        return
+    _converse(turn, emit, ctx, model, session, resume=state)
 
 
 def _converse(
@@ -206,10 +200,9 @@ def _converse(
     emit: TurnEmitter,
     ctx: TurnContext,
     model: LlmModel,
+    session: ToolSession,
     *,
     resume: LoopState | None = None,
-    loaded: list[str] = (),
-    approval_id: str | None = None,
 ) -> None:
     conversation = turn.conversation
 
@@ -230,9 +223,10 @@ def _converse(
         )
         if settings.OWLAI_MODEL_WAIT_RELEASES_DB:
             client = _ReleasingDbClient(client)
-        # The turn's connector sessions (one per connector, reused by its
-        # calls) close when this block ends: finished, failed or waiting.
-        with connector_turn(loaded=loaded) as connectors, resuming(approval_id):
+        # The run's tool session (the tools' per-run state, e.g. connector
+        # sessions reused by their calls) closes when this block ends:
+        # finished, failed or waiting.
+        with session:
             try:
                 result = run_agent_loop(
                     ctx=ctx,
@@ -240,7 +234,7 @@ def _converse(
                     messages=messages,
                     # Asked again before every model call: e.g. read_spill is offered
                     # once a result of this turn was spilled, connector tools once loaded.
-                    tools=_offered_tools(ctx, resources, first=inputs.tools if resume is None and not loaded else None),
+                    tools=_offered_tools(session, resources, first=inputs.tools if resume is None else None),
                     execute=execute_tool_call,
                     emit=emit,
                     max_steps=settings.OWLAI_AGENT_MAX_STEPS,
@@ -249,9 +243,10 @@ def _converse(
                     # failed this turn.
                     interruption=lambda: _interruption(turn.pk, emit),
                     resume=resume,
+                    session=session,
                 )
             except TurnSuspended as suspended:
-                _suspend(turn, emit, suspended, loaded=sorted(connectors.loaded))
+                _suspend(turn, emit, suspended, session)
                 return
     except TurnCancelled as cancelled:
         lifecycle.finish(turn, emit, TurnStatus.CANCELLED, messages=cancelled.new_messages)
@@ -282,14 +277,14 @@ def _converse(
     lifecycle.finish(turn, emit, TurnStatus.COMPLETED, frames=frames, messages=result.new_messages)
 
 
-def _offered_tools(ctx: TurnContext, resources, *, first: list[dict] | None):
+def _offered_tools(session: ToolSession, resources, *, first: list[dict] | None):
     """The tools before each model call: `first` (the ones just built with
     the turn's inputs) for the first call, asked for again before every
     later one."""
     pending = [first] if first is not None else []
 
     def offered() -> list[dict]:
-        return pending.pop() if pending else tool_definitions(ctx, resources)
+        return pending.pop() if pending else tool_definitions(session, resources)
 
     return offered
 
@@ -308,15 +303,16 @@ def _interruption(turn_id: int, emit: TurnEmitter) -> str | None:
     return None
 
 
-def _suspend(turn: Turn, emit: TurnEmitter, suspended: TurnSuspended, *, loaded: list[str]) -> bool:
+def _suspend(turn: Turn, emit: TurnEmitter, suspended: TurnSuspended, session: ToolSession) -> bool:
     """The turn waits for an approval, holding no worker: the pending request,
-    the loop's state and the `approval.requested` event in one transaction,
+    the loop's state (with the run's tool session, waiting for that request)
+    and the `approval.requested` event in one transaction,
     conditional on the turn still running (lifecycle.wait_for_approval). The
     task then ends; the decision or the expiry job queues the turn again."""
     state = suspended.state
     with transaction.atomic():
         approval = tool_approval_create(turn=turn, request=suspended.request, tool_call_id=state.pending[0]["id"])
-        stored = {**state.as_json(), "loaded": loaded, "approval_id": str(approval.pk)}
+        stored = {**state.as_json(), "session": session.as_json(waiting_for=str(approval.pk))}
         if not lifecycle.wait_for_approval(turn, emit, loop_state=stored, requested=requested_payload(approval)):
             transaction.set_rollback(True)
             logger.warning("turn %s was finished elsewhere (recovery); not waiting for its approval", turn.pk)

@@ -39,11 +39,14 @@ class ToolWorld:
             turn_id=next(_turns),
         )
 
-    def call(self, name: str, arguments: dict | str, **context) -> tuple[dict, str]:
-        from chat.executor import execute_tool_call
+    def call(self, name: str, arguments: dict | str, *, approvals=None, trace=None, **context) -> tuple[dict, str]:
+        """One call in its own run's tool session (`approvals`: its gate;
+        `trace`: a list the stages entered are appended to)."""
+        from chat.executor import ToolSession, execute_tool_call
 
         raw = arguments if isinstance(arguments, str) else json.dumps(arguments, ensure_ascii=False)
-        result = execute_tool_call(self.context(**context), name=name, arguments=raw)
+        with ToolSession(ctx=self.context(**context), approvals=approvals, trace=trace) as session:
+            result = execute_tool_call(session, name=name, arguments=raw)
         return json.loads(result.content), result.outcome
 
     def spill(self, sql: str = "SELECT id, name, phone, city FROM customers ORDER BY id", **context) -> dict:

@@ -22,9 +22,10 @@ through the same stages as every other tool:
                 in them stay tokens: nothing is re-identified into a connector's
                 arguments (they leave the platform; the user's originals are
                 not the model's to send).
-    RUN         through the turn's MCP sessions (`connector_turn`): one session
-                per connector, reused by every call of the turn, closed when
-                the turn's task ends; the server's current definition of the
+    RUN         through the run's MCP sessions (their per-run state,
+                `ConnectorTurn`, in the run's ToolSession): one session per
+                connector, reused by every call of the run, closed when the
+                run's task ends; the server's current definition of the
                 tool must still hash to the pinned one. Timeouts, crashes and
                 protocol errors are `failed` outcomes with the client's
                 value-free message.
@@ -46,10 +47,8 @@ for the rest of the turn and decided again on every model call.
 
 from __future__ import annotations
 
-import contextlib
-import contextvars
 import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from typing import Any
 
 from django.conf import settings
@@ -59,6 +58,8 @@ from audit.models import ResourceKind
 from chat.executor.pipeline import Call, Offer, Output, Target
 from chat.executor.policy import ALWAYS_ALLOW, Decision
 from chat.executor.reasons import Reason, Refused, ToolFailed, Unavailable, Unrecorded
+from chat.executor.session import ToolSession
+from chat.executor.steps import summary_fields
 from governance.connectors.definitions import SCHEMA_MAX_DEPTH, SEPARATOR
 from governance.models import ConnectorToolPolicy
 from governance.visibility import (
@@ -83,13 +84,24 @@ UNAVAILABLE = Reason(gettext_noop("no tool of that name is available"))
 
 
 class ConnectorTurn:
-    """One turn's connector state: its MCP sessions (opened on first use,
-    one per connector, reused by every call, closed with the turn) and the
-    tools it loaded through the tool search."""
+    """One run's connector state (the connector tools' `run_state`): its MCP
+    sessions (opened on first use, one per connector, reused by every call,
+    closed with the run's session) and the tools it loaded through the tool
+    search (kept when the run waits, so a resumed run is offered them)."""
+
+    key = "connectors"
 
     def __init__(self, loaded: Iterable[str] = ()) -> None:
         self.loaded: set[str] = set(loaded)
         self._sessions: Any = None
+
+    @classmethod
+    def open(cls, stored: Any) -> ConnectorTurn:
+        loaded = stored.get("loaded") if isinstance(stored, dict) else None
+        return cls(name for name in loaded or [] if isinstance(name, str))
+
+    def as_json(self) -> dict | None:
+        return {"loaded": sorted(self.loaded)} if self.loaded else None
 
     def sessions(self):
         if self._sessions is None:
@@ -105,24 +117,9 @@ class ConnectorTurn:
             self._sessions = None
 
 
-_TURN: contextvars.ContextVar[ConnectorTurn | None] = contextvars.ContextVar("owlai_connector_turn", default=None)
-
-
-@contextlib.contextmanager
-def connector_turn(*, loaded: Iterable[str] = ()) -> Iterator[ConnectorTurn]:
-    """The connector state of the turn run inside the block; its sessions
-    close when the block ends (the turn finished, failed or now waits)."""
-    turn = ConnectorTurn(loaded)
-    token = _TURN.set(turn)
-    try:
-        yield turn
-    finally:
-        _TURN.reset(token)
-        turn.close()
-
-
-def current_turn() -> ConnectorTurn | None:
-    return _TURN.get()
+def connector_state(session: ToolSession) -> ConnectorTurn:
+    """The connector state of a run (opened on first use)."""
+    return session.state(ConnectorTurn)
 
 
 # --- The policy ---------------------------------------------------------------------
@@ -211,6 +208,7 @@ class ConnectorCall:
     unavailable = UNAVAILABLE
     failed = Reason(gettext_noop("the connector call failed"))
     policy = CONNECTOR_POLICY
+    run_state = ConnectorTurn
 
     def __init__(self, name: str) -> None:
         self.name = name[:NAME_MAX]
@@ -221,6 +219,11 @@ class ConnectorCall:
 
     def audit_statement(self, args: dict) -> str:
         return ""  # connector arguments hold mail bodies, comments, customer data: never recorded
+
+    def summary(self, args: dict) -> dict[str, str]:
+        # What a step showed of any call before tools summarised themselves:
+        # a `query` or `sql` argument (the approval card shows the rest).
+        return summary_fields(args, inputs=("sql", "query"))
 
     def resolve(self, ctx, name: str) -> Target | None:
         decision = connector_tool_decision(user_id=ctx.user_id, tier=ctx.tier, model_name=self.name)
@@ -242,7 +245,7 @@ class ConnectorCall:
         pass
 
     def run(self, call: Call) -> Output:
-        from governance.connectors.client import ConnectorConfigError, ConnectorError, ConnectorSessions
+        from governance.connectors.client import ConnectorConfigError, ConnectorError
         from governance.connectors.services import connector_target
         from governance.models import Connector
 
@@ -253,17 +256,12 @@ class ConnectorCall:
         except ConnectorConfigError:
             # Its message names settings (variables, commands): for the admin, not the model.
             raise ToolFailed("connector misconfigured; an admin must fix its settings") from None
-        turn = current_turn()
-        own = None if turn is not None else ConnectorSessions()
-        sessions = own if own is not None else turn.sessions()
+        sessions = call.run_state.sessions()
         try:
             # The arguments as the model wrote them: tokens stay tokens.
             result = sessions.call_tool(target, view.tool_name, call.args, pinned_hash=view.definition_hash)
         except ConnectorError as error:
             raise ToolFailed(str(error)) from None  # value-free by the client's contract
-        finally:
-            if own is not None:
-                own.close()
         payload: dict[str, Any] = {"tool": view.tool_name, "content": result.content}
         if result.structured is not None:
             payload["structured"] = result.structured
@@ -289,12 +287,16 @@ class SearchConnectorTools:
     unavailable = UNAVAILABLE
     failed = Reason(gettext_noop("the tool search failed"))
     policy = ALWAYS_ALLOW
+    run_state = ConnectorTurn  # what it finds is loaded for the rest of the run
 
     def definition(self, offer: Offer) -> dict | None:
         return None  # offered by the source, with the tools it loaded
 
     def audit_statement(self, args: dict) -> str:
         return ""
+
+    def summary(self, args: dict) -> dict[str, str]:
+        return summary_fields(args, inputs=("query",))
 
     def resolve(self, ctx, name: str) -> Target | None:
         # Only a turn it is offered to may search (past the threshold).
@@ -315,9 +317,7 @@ class SearchConnectorTools:
 
     def run(self, call: Call) -> Output:
         found = connector_tool_search(user_id=call.ctx.user_id, tier=call.ctx.tier, query=call.state["query"])
-        turn = current_turn()
-        if turn is not None:
-            turn.loaded.update(view.model_name for view in found)
+        call.run_state.loaded.update(view.model_name for view in found)
         return Output(
             payload={"tools": [{"name": view.model_name, "description": view.description} for view in found]},
             row_count=len(found),
@@ -343,8 +343,7 @@ class ConnectorToolSource:
         return None
 
     def definitions(self, offer: Offer) -> list[dict]:
-        turn = current_turn()
-        loaded = frozenset(turn.loaded) if turn is not None else frozenset()
+        loaded = frozenset(connector_state(offer.session).loaded)
         return connector_tool_offer(user_id=offer.ctx.user_id, tier=offer.ctx.tier, loaded=loaded).schemas()
 
     def tools(self, ctx) -> list:

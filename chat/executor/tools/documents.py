@@ -15,6 +15,7 @@ from chat.document_search import search_collection
 from chat.executor.pipeline import Call, Offer, Output, Target
 from chat.executor.policy import ALWAYS_ALLOW
 from chat.executor.reasons import Reason, Refused
+from chat.executor.steps import summary_fields
 from governance.visibility import collection_access
 from owlai.tool_names import SEARCH_DOCUMENTS
 
@@ -29,6 +30,7 @@ class SearchDocuments:
     unavailable = Reason(gettext_noop("no collection of that name is available"))
     failed = Reason(gettext_noop("search failed"))
     policy = ALWAYS_ALLOW
+    run_state = None  # nothing kept between its calls
 
     def definition(self, offer: Offer) -> dict | None:
         collections = offer.resources.collections
@@ -56,6 +58,9 @@ class SearchDocuments:
 
     def audit_statement(self, args: dict) -> str:
         return ""  # the query is not recorded
+
+    def summary(self, args: dict) -> dict[str, str]:
+        return summary_fields(args, resource="collection", inputs=("query",))
 
     def resolve(self, ctx, name: str) -> Target | None:
         collection = collection_access(user_id=ctx.user_id, tier=ctx.tier, collection_name=name)

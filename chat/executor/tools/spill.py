@@ -43,6 +43,7 @@ class ReadSpill:
     unavailable = Reason(gettext_noop("no spill file of that name is available"))
     failed = Reason(gettext_noop("reading the spill file failed"))
     policy = ALWAYS_ALLOW
+    run_state = None  # nothing kept between its calls
 
     def definition(self, offer: Offer) -> dict | None:
         # Offered once the conversation has a spilled result (the agent loop
@@ -76,6 +77,9 @@ class ReadSpill:
 
     def audit_statement(self, args: dict) -> str:
         return ""
+
+    def summary(self, args: dict) -> dict[str, str]:
+        return {}  # the step names the tool; the file and page are its own bookkeeping
 
     def resolve(self, ctx, name: str) -> Target | None:
         from chat.executor.registry import REGISTRY

@@ -30,6 +30,7 @@ from audit.models import ResourceKind
 from chat.executor.pipeline import Call, Lineage, Offer, Output, Target
 from chat.executor.policy import ALWAYS_ALLOW
 from chat.executor.reasons import Phrase, Reason, Refused, ToolFailed
+from chat.executor.steps import summary_fields
 from governance.models import ColumnClassification, DbConnection
 from governance.pii.free_text import unknown_types, with_free_text
 from governance.pii.known_values import EMPTY, KnownValues
@@ -59,6 +60,7 @@ class RunSql:
     unavailable = Reason(gettext_noop("no connection of that name is available"))
     failed = Reason(gettext_noop("query failed"))
     policy = ALWAYS_ALLOW
+    run_state = None  # nothing kept between its calls
 
     def definition(self, offer: Offer) -> dict | None:
         connections = offer.resources.connections
@@ -92,6 +94,9 @@ class RunSql:
         # The SQL as the model wrote it: tokens, never the originals.
         sql = args.get("sql")
         return sql if isinstance(sql, str) else ""
+
+    def summary(self, args: dict) -> dict[str, str]:
+        return summary_fields(args, resource="connection", inputs=("sql",))
 
     def resolve(self, ctx, name: str) -> Target | None:
         access = db_access(user_id=ctx.user_id, tier=ctx.tier, connection_name=name)
