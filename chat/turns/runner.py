@@ -28,6 +28,7 @@ from chat.turns import statements as sql
 from chat.turns.emitter import TurnEmitter
 from governance.models import LlmModel, Tier
 from owlai import prepared
+from owlai.install_config import ProviderKind
 
 logger = logging.getLogger(__name__)
 
@@ -147,7 +148,7 @@ def _run(turn: Turn) -> None:
         {
             "model": str(model),
             "tier": resolved.tier,
-            "offline_demo": model.provider.kind == "offline-demo",
+            "offline_demo": model.provider.kind == ProviderKind.OFFLINE_DEMO,
         },
     )
     _converse(turn, emit, ctx, model, ToolSession(ctx=ctx, approvals=ConnectorApprovalGate()))
