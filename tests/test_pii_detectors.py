@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import governance.pii.detectors as pii
+import governance.pii.detect.match as pii
 from governance.pii.detectors import Detection, PiiKind, detect, mask_text, normalise
 
 K = PiiKind
