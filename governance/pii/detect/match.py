@@ -179,7 +179,6 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_left, bisect_right
-from collections.abc import Callable
 from dataclasses import dataclass
 from operator import mul
 
@@ -187,7 +186,7 @@ from governance.pii.kinds import NORMALISERS, OVERLAP_RANK, PiiKind
 from governance.pii.textforms import NORMALISE as _NORMALISE
 from governance.pii.textforms import digits_only
 
-__all__ = ["NORMALISERS", "Detection", "PiiKind", "detect", "detect_spans", "mask_text", "normalise"]
+__all__ = ["KIND_BY_ID", "NORMALISABLE_BMP", "Detection", "PiiKind", "detect_spans", "detection", "normalise"]
 
 
 # The kinds are defined once, in governance.pii.kinds (re-exported here).
@@ -204,7 +203,7 @@ _CARD = PiiKind.CARD.value
 _ACCOUNT = PiiKind.ACCOUNT.value
 _PASSPORT = PiiKind.PASSPORT.value
 _LICENCE = PiiKind.DRIVER_LICENSE.value
-_KIND_BY_ID = {kind.value: kind for kind in PiiKind}
+KIND_BY_ID = {kind.value: kind for kind in PiiKind}
 
 # Tie-break between overlapping candidates of the same length: the more
 # specific, better validated format wins (an RRN is also a 13-digit "account").
@@ -249,7 +248,7 @@ def _char_class(code_points: list[int]) -> str:
 # (math digits, enclosed alphanumerics, tags) as ranges would make every
 # search several times slower. An astral character (an emoji too) just sends
 # the text through normalisation.
-_NORMALISABLE_BMP = _char_class([cp for cp in _NORMALISE if cp < 0x10000])
+NORMALISABLE_BMP = _char_class([cp for cp in _NORMALISE if cp < 0x10000])
 # Characters whose replacement is not one character ("" or "10" for ⑩):
 # only these move offsets, so only these are recorded in the offset map.
 _RESIZING = re.compile(f"[{_char_class([cp for cp, rep in _NORMALISE.items() if len(rep) != 1])}]")
@@ -288,7 +287,7 @@ _STAGE1 = re.compile(f"[0-9]{_REGION_TAIL}")
 # substring tests on every non-ASCII text (an ASCII needle is widened first)
 # or a branch tried at every digit. The search resumes at a region's end, so
 # a slash right after a region is seen too.
-_STAGE1_RAW = re.compile(f"[0-9/_{_NORMALISABLE_BMP}\\U00010000-\\U0010ffff](?:(?<![0-9])|{_REGION_TAIL})")
+_STAGE1_RAW = re.compile(f"[0-9/_{NORMALISABLE_BMP}\\U00010000-\\U0010ffff](?:(?<![0-9])|{_REGION_TAIL})")
 # Passports have only 7-8 digits: they are looked for after a label instead,
 # found with plain substring tests first (much cheaper than a regex).
 _PASSPORT_LABEL = re.compile("여권|passport", re.IGNORECASE)
@@ -1175,18 +1174,11 @@ def _slashed_run(m: re.Match[str]) -> str:
     return m.group().translate(_SLASH_AS_SPACE if joined else _SLASH_AS_HYPHEN)
 
 
-def detect(text: str) -> list[Detection]:
-    """Find PII by value format. Non-overlapping detections, sorted by start."""
-    if not text:
-        return []
-    return [_detection(_KIND_BY_ID[kind], s, e, text[s:e], conf) for kind, s, e, conf in detect_spans(text)]
-
-
 _new_object = object.__new__
 _set_attribute = object.__setattr__
 
 
-def _detection(kind: PiiKind, start: int, end: int, value: str, confidence: float) -> Detection:
+def detection(kind: PiiKind, start: int, end: int, value: str, confidence: float) -> Detection:
     # Equal to Detection(...), about twice as fast: the frozen dataclass
     # __init__ makes one object.__setattr__ call per field, this makes one.
     det = _new_object(Detection)
@@ -1199,18 +1191,3 @@ def _detection(kind: PiiKind, start: int, end: int, value: str, confidence: floa
 def normalise(kind: PiiKind, value: str) -> str:
     """Canonical form of a value, so the same value always maps to the same token."""
     return NORMALISERS.get(kind, digits_only)(value)
-
-
-def mask_text(text: str, replace: Callable[[Detection], str]) -> str:
-    """Return `text` with every detection replaced by `replace(detection)`."""
-    spans = detect_spans(text)
-    if not spans:
-        return text
-    pieces: list[str] = []
-    pos = 0
-    for kind, start, end, conf in spans:
-        pieces.append(text[pos:start])
-        pieces.append(replace(_detection(_KIND_BY_ID[kind], start, end, text[start:end], conf)))
-        pos = end
-    pieces.append(text[pos:])
-    return "".join(pieces)
