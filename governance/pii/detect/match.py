@@ -179,6 +179,7 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_left, bisect_right
+from collections.abc import Callable
 from dataclasses import dataclass
 from operator import mul
 
@@ -186,7 +187,16 @@ from governance.pii.kinds import NORMALISERS, OVERLAP_RANK, PiiKind
 from governance.pii.textforms import NORMALISE as _NORMALISE
 from governance.pii.textforms import digits_only
 
-__all__ = ["KIND_BY_ID", "NORMALISABLE_BMP", "Detection", "PiiKind", "detect_spans", "detection", "normalise"]
+__all__ = [
+    "KIND_BY_ID",
+    "NORMALISABLE_BMP",
+    "Detection",
+    "PiiKind",
+    "detect_normalised",
+    "detect_spans",
+    "detection",
+    "normalise",
+]
 
 
 # The kinds are defined once, in governance.pii.kinds (re-exported here).
@@ -287,7 +297,32 @@ _STAGE1 = re.compile(f"[0-9]{_REGION_TAIL}")
 # substring tests on every non-ASCII text (an ASCII needle is widened first)
 # or a branch tried at every digit. The search resumes at a region's end, so
 # a slash right after a region is seen too.
-_STAGE1_RAW = re.compile(f"[0-9/_{NORMALISABLE_BMP}\\U00010000-\\U0010ffff](?:(?<![0-9])|{_REGION_TAIL})")
+# The same search also stops (a one-character match) at a hint that the text
+# may hide a value from these formats, for the pipeline's decode and fold
+# (governance.pii.detect.pipeline): three number words in a row (digits
+# spoken in Hangul or Hanja), an escape or tag, a line break before a digit,
+# an e-mail's "at" or "dot" in brackets or as a word, a look-alike letter or
+# a base64 run touching a digit, a label that names a value on its own.
+# Lookaheads only, so the match stays one character; the stop costs nothing
+# in text without these (the class is scanned anyway).
+_NUMBER_WORDS = "공영빵일이삼사오육륙칠팔구〇零一二三四五六七八九壹貳參"
+_HINT_STARTS = f'{_NUMBER_WORDS}골앳주외여면&<%\\\\\r\n"@\\[({{aAdD'
+_HINT_TAILS = (
+    rf"(?<=[{_NUMBER_WORDS}])(?=[{_NUMBER_WORDS}](?:[{_NUMBER_WORDS}]|[ .\-]?[0-9]))"
+    r"|(?<=[골앳주외여면])(?:(?<=골)(?=뱅)|(?<=앳)|(?<=주)(?=민)|(?<=외)(?=국인)|(?<=여)(?=권)|(?<=면)(?=허))"
+    r"|(?<=[&<%\\\r\n])(?:(?<=&)(?=#|[A-Za-z]{2,8};)|(?<=<)(?=[A-Za-z/!?])|(?<=%)(?=[0-9A-Fa-f]{2})"
+    r"|(?<=\\)(?=u[0-9A-Fa-f]{4})|(?<=[\r\n])(?=[ \t]*[0-9]))"
+    r"|(?<=[\"@\[({])(?:(?<=\")(?=@)|(?<=@)(?=[\[ ])|(?<= @)"
+    r"|(?<=[\[({])(?=[ \t]*(?:[Aa][Tt]|@|[Dd][Oo][Tt]|\.)[ \t]*[\]})]))"
+    r"|(?<=[ ][aA])(?=[tT] )|(?<=[ ][dD])(?=[oO][tT] )"
+    # at a digit: a look-alike letter next to it, or a base64 run around it
+    r"|(?<=[0-9])(?:(?=[ .-]?[OolI](?![A-Za-z]))|(?<=[OolI][0-9])(?<![A-Za-z][OolI][0-9])"
+    r"|(?<=[A-Za-z+/][0-9])(?=[A-Za-z0-9+/]{6})(?<=[A-Za-z0-9+/]{6}))"
+)
+_STAGE1_RAW = re.compile(
+    f"[0-9/_{NORMALISABLE_BMP}\\U00010000-\\U0010ffff{_HINT_STARTS}]"
+    f"(?:{_HINT_TAILS}|(?<![0-9{_HINT_STARTS}])|{_REGION_TAIL})"
+)
 # Passports have only 7-8 digits: they are looked for after a label instead,
 # found with plain substring tests first (much cheaper than a regex).
 _PASSPORT_LABEL = re.compile("여권|passport", re.IGNORECASE)
@@ -1027,6 +1062,8 @@ def _find_all_numbers(scan: str, region: re.Match[str], stage1: re.Pattern[str],
     while True:
         start, end = region.span()
         if end - start > 1:
+            if stage1 is _STAGE1_RAW and _odd_separators(scan, start, end):
+                return False
             _find_numbers(scan, start, end, found, ctx)
         elif scan[start] not in "/_" or (scan[start - 1 : start].isdigit() and scan[end : end + 1].isdigit()):
             return False
@@ -1034,11 +1071,25 @@ def _find_all_numbers(scan: str, region: re.Match[str], stage1: re.Pattern[str],
             return True
 
 
-def detect_spans(text: str) -> list[_Candidate]:
+_MIXED_SEPARATORS = re.compile(r"[0-9][.][0-9]{1,6}-[0-9]|[0-9]-[0-9]{1,6}[.][0-9]", re.ASCII)
+
+
+def _odd_separators(scan: str, start: int, end: int) -> bool:
+    """Doubled separators, or a dot and a hyphen mixed, in a region: for the fold."""
+    region = scan[start:end]
+    if "--" in region or ".." in region or "  " in region:
+        return True
+    return "." in region and "-" in region and _MIXED_SEPARATORS.search(region) is not None
+
+
+def detect_spans(text: str, hinted: Callable[[str], list[_Candidate]] | None = None) -> list[_Candidate]:
     """detect() as plain tuples ``(kind id, start, end, confidence)``, for hot paths.
 
     The kind id is the ``str`` value of the PiiKind (``"phone"``); no Detection
-    objects are built. Non-overlapping, sorted by start; ``[]`` when none."""
+    objects are built. Non-overlapping, sorted by start; ``[]`` when none.
+
+    `hinted` reads the text instead when stage 1 stops at a character to
+    normalise or a hint (see _STAGE1_RAW); by default, the normalised copy."""
     n = len(text)
     if n < 6:
         return []  # the shortest value is an e-mail like a@b.kr; numbers need 9+ chars
@@ -1056,7 +1107,7 @@ def detect_spans(text: str) -> list[_Candidate]:
         # two substring tests are much cheaper than any change to _STAGE1 (an
         # alternation there costs several times more at every digit).
         if ("/" in text or "_" in text) and _DIGIT_SEP.search(text):
-            return _detect_normalised(text)
+            return (hinted or detect_normalised)(text)
         region = _STAGE1.search(text)
         if region is None:
             if "@" not in text:
@@ -1084,8 +1135,8 @@ def detect_spans(text: str) -> list[_Candidate]:
             found = []
             if not _find_all_numbers(text, region, _STAGE1_RAW, found):
                 # Full-width or compatibility forms, odd spaces, dots or dashes,
-                # invisible characters: normalise and start over.
-                return _detect_normalised(text)
+                # invisible characters, hints of a hidden value: start over.
+                return (hinted or detect_normalised)(text)
         passport = _passport_label_in(text)
         if "@" in text:
             _find_emails(text, found)
@@ -1096,7 +1147,7 @@ def detect_spans(text: str) -> list[_Candidate]:
     return _resolve(found)
 
 
-def _detect_normalised(text: str) -> list[_Candidate]:
+def detect_normalised(text: str) -> list[_Candidate]:
     """detect_spans on the normalised copy of `text`; spans index `text` itself.
 
     Numbers are read in a copy where slashes and underscores between digits

@@ -37,46 +37,47 @@ _MAX_DEPTH = 2  # base64 inside base64 inside the text, no deeper
 _SEVERITY_RANK = {kind: rank for rank, kind in enumerate(SEVERITY)}
 
 # --- the prefilter ---------------------------------------------------------
+#
+# Non-ASCII text: the match stage's first search stops at the hints itself
+# (governance.pii.detect.match._STAGE1_RAW), so they cost no second pass over
+# the text (a regex over Hangul costs about half the match stage). ASCII text:
+# the searches below, each one character class that ordinary cells rarely
+# hold, with tails told apart by a lookbehind.
 
-# Doubled separators, or an underscore, slash, backslash or tilde, between digits;
-# Groups joined by a dot on one side and a hyphen or space on the other.
-_ODD_SEPARATOR = re.compile(
-    r"[0-9](?:[-._/\\~ \t]{2,4}|[_/\\~])[0-9]|[0-9][.][0-9]{1,6}[- ][0-9]|[0-9][- ][0-9]{1,6}[.][0-9]", re.ASCII
+_HINT_ASCII = re.compile(
+    r"[&<%\\\r\n\"@\[({~]"
+    r"(?:(?<=&)(?:#|[A-Za-z]{2,8};)|(?<=<)[A-Za-z/!?]|(?<=%)[0-9A-Fa-f]{2}|(?<=\\)u[0-9A-Fa-f]{4}"
+    r"|(?<=[\r\n])[ \t]*[0-9]|(?<=[0-9]~)[0-9]"
+    r"|(?<=\")@|(?<=@)[\[ ]|(?<= @)"
+    r"|(?<=[\[({])[ \t]*(?:[Aa][Tt]|@|[Dd][Oo][Tt]|\.)[ \t]*[\]})])",
+    re.ASCII,
 )
-# A base64 run of 16+ characters, or a look-alike letter between digits.
-_ENCODED_OR_LOOKALIKE = re.compile(
-    r"[A-Za-z0-9+/_-]{16}|[0-9][ .-]?[OolI](?![A-Za-z])|(?<![A-Za-z])[OolI][ .-]?[0-9]", re.ASCII
+# Doubled separators, and groups joined by a dot on one side and a hyphen or
+# space on the other (4111.1111-1111.1111).
+_SEPARATOR_HINT = re.compile(
+    r"[-. ](?:(?<=[0-9][-. ])[-. _/]+[0-9]|(?<=[0-9]\.)[0-9]{1,6}[- ][0-9]|(?<=[0-9]-)[0-9]{1,6}\.[0-9])", re.ASCII
 )
-_WORDS = "공영빵일이삼사오육륙칠팔구〇零一二三四五六七八九壹貳參"
-# Seven number words or digits in a row (single separators allowed), at least
-# one of them a word: digits spoken in Hangul or Hanja.
-_NUMBER_WORDS = re.compile(rf"[{_WORDS}](?:[ .\-]?[0-9{_WORDS}]){{6}}|[0-9](?:[ .\-]?[0-9]){{0,5}}[ .\-]?[{_WORDS}]")
-_AT_WORD = re.compile(
-    r"(?:[\[({<]\s*|\s)(?:at|arroba|arobase|chez|@)(?:\s*[\])}>]|\s)|\s@|@\s|골뱅|앳|アット|艾特", re.IGNORECASE
+_LOOKALIKE = re.compile(
+    r"[OolI](?<![A-Za-z][OolI])(?![A-Za-z])(?:(?<=[0-9][OolI])|(?<=[0-9][ .-][OolI])|(?=[ .-]?[0-9]))", re.ASCII
 )
-_LABEL_WORDS = re.compile(r"rrn|resident|passport|licen[cs]e|driver|주민|여권|면허|旅券|护照|護照|pasaporte|passeport")
-_RAW_SPECIAL = re.compile(r"[&<%\\\r\n]|\"@|@\[", re.ASCII)
-_NORMALISABLE = re.compile(f"[{match.NORMALISABLE_BMP}\U00010000-\U0010ffff]")
+_BASE64_HINT = re.compile(r"[A-Za-z0-9+/]{16,}", re.ASCII)
+_ENGLISH_LABELS = ("rrn", "resident", "passport", "licen", "driver", " at ", " dot ", "arroba")
 
 
-def _may_hide(text: str) -> bool:
-    """Could the text hide a value from the match stage? Cheap tests first."""
-    if _RAW_SPECIAL.search(text) or _ODD_SEPARATOR.search(text):
+def _may_hide_ascii(text: str) -> bool:
+    """Could this ASCII text hide a value from the match stage?"""
+    if _HINT_ASCII.search(text) or _SEPARATOR_HINT.search(text) or _LOOKALIKE.search(text) or _encoded_hint(text):
         return True
-    if _ENCODED_OR_LOOKALIKE.search(text):
-        return True
-    if text.isascii():
-        lowered = text.lower()
-        if ("at" in lowered or "@" in text or "chez" in lowered) and _AT_WORD.search(text):
-            return True
-        return (
-            "rrn" in lowered or "resident" in lowered or "pass" in lowered or "licen" in lowered or "driver" in lowered
-        )
-    if _NUMBER_WORDS.search(text) or _AT_WORD.search(text) or _LABEL_WORDS.search(text.lower()):
-        return True
-    # Folded forms in combination (a full-width digit next to a doubled dash):
-    # the match stage folds each alone, the pipeline the rest.
-    return _NORMALISABLE.search(text) is not None
+    lowered = text.lower()
+    return any(label in lowered for label in _ENGLISH_LABELS)
+
+
+def _encoded_hint(text: str) -> bool:
+    for m in _BASE64_HINT.finditer(text):
+        run = m.group()
+        if not (run.isdigit() or run.isupper() or run.islower()):
+            return True  # both letter cases: hex ids and codes have one
+    return False
 
 
 # --- the pipeline ------------------------------------------------------------
@@ -84,13 +85,20 @@ def _may_hide(text: str) -> bool:
 
 def detect_spans(text: str) -> list[_Candidate]:
     """Non-overlapping (kind id, start, end, confidence), sorted by start."""
-    found = match.detect_spans(text)
-    if len(text) < 8 or not _may_hide(text):
-        return found
+    if text.isascii():
+        found = match.detect_spans(text, _hinted)
+        if len(text) < 8 or not _may_hide_ascii(text):
+            return found
+        extra = _deep(text, 0)
+        return _merge([*found, *extra]) if extra else found
+    return match.detect_spans(text, _hinted)
+
+
+def _hinted(text: str) -> list[_Candidate]:
+    """The match stage stopped at a hint: the normalised match, and the pipeline."""
+    found = match.detect_normalised(text)
     extra = _deep(text, 0)
-    if not extra:
-        return found
-    return _merge([*found, *extra])
+    return _merge([*found, *extra]) if extra else found
 
 
 def _deep(text: str, depth: int) -> list[_Candidate]:
@@ -128,7 +136,7 @@ def _encoded(base: str, decoded: Mapped | None, depth: int) -> list[_Candidate]:
     found = []
     for start, end, inner in encoded_segments(base):
         spans = match.detect_spans(inner)
-        if len(inner) >= 8 and _may_hide(inner):
+        if len(inner) >= 8 and (not inner.isascii() or _may_hide_ascii(inner)):
             spans = [*spans, *_deep(inner, depth + 1)]
         if spans:
             kind = min((c[0] for c in spans), key=lambda k: _SEVERITY_RANK.get(k, len(SEVERITY)))
