@@ -323,6 +323,27 @@ _STAGE1_RAW = re.compile(
     f"[0-9/_{NORMALISABLE_BMP}\\U00010000-\\U0010ffff{_HINT_STARTS}]"
     f"(?:{_HINT_TAILS}|(?<![0-9{_HINT_STARTS}])|{_REGION_TAIL})"
 )
+# ASCII text: the hints of a hidden value, in one search after the whole-cell
+# shortcuts (each branch told apart by a lookbehind on the character that
+# started it, so `re` tries the tails only at these characters).
+_HINT_ASCII = re.compile(
+    r"[&<%\\\r\n\"@\[({~\-. OolIA-ZrRpPlLdD]"
+    r"(?:(?<=[&<%\\\r\n\"@\[({~])"  # escapes, markup, line breaks, e-mail brackets
+    r"(?:(?<=&)(?:#|[A-Za-z]{2,8};)|(?<=<)[A-Za-z/!?]|(?<=%)[0-9A-Fa-f]{2}|(?<=\\)u[0-9A-Fa-f]{4}"
+    r"|(?<=[\r\n])[ \t]*[0-9]|(?<=[0-9]~)[0-9]|(?<=\")@|(?<=@)[\[ ]|(?<= @)"
+    r"|(?<=[\[({])[ \t]*(?:[Aa][Tt]|@|[Dd][Oo][Tt]|\.)[ \t]*[\]})])"
+    # doubled separators; a dot on one side, a hyphen or space on the other; " at ", " dot "
+    r"|(?<=[-. ])(?:(?<=[0-9][-. ])[-. _/]+[0-9]|(?<=[0-9]\.)[0-9]{1,6}[- ][0-9]|(?<=[0-9]-)[0-9]{1,6}\.[0-9]"
+    r"|(?<= )(?:[Aa][Tt]|[Dd][Oo][Tt]|arroba) )"
+    # a look-alike letter next to a digit, standing apart from other letters
+    r"|(?<=[OolI])(?<![A-Za-z][OolI])(?![A-Za-z])(?:(?<=[0-9][OolI])|(?<=[0-9][ .-][OolI])|(?=[ .-]?[0-9]))"
+    # base64 of text: both letter cases, a capital early
+    r"|(?<=[A-Z])(?=[A-Za-z0-9+/]{11})[A-Z0-9+/]{0,11}[a-z]"
+    # labels that name a value on their own
+    r"|(?<=[rR])(?:[rR][nN](?![A-Za-z])|[eE][sS][iI][dD][eE][nN][tT])|(?<=[pP])[aA][sS][sS][pP][oO][rR][tT]"
+    r"|(?<=[lL])[iI][cC][eE][nN]|(?<=[dD])[rR][iI][vV][eE][rR])",
+    re.ASCII,
+)
 # Passports have only 7-8 digits: they are looked for after a label instead,
 # found with plain substring tests first (much cheaper than a regex).
 _PASSPORT_LABEL = re.compile("여권|passport", re.IGNORECASE)
@@ -1110,15 +1131,18 @@ def detect_spans(text: str, hinted: Callable[[str], list[_Candidate]] | None = N
             return (hinted or detect_normalised)(text)
         region = _STAGE1.search(text)
         if region is None:
-            if "@" not in text:
-                if "assport" not in text.lower():  # cheap for ASCII
-                    return []  # the common case: names, amounts, times, codes, plain text
-            elif _EMAIL_CELL.fullmatch(text):
+            if "@" in text and _EMAIL_CELL.fullmatch(text):
                 return [(_EMAIL, 0, n, 0.99)]  # the cell is one address
+            if hinted is not None and _HINT_ASCII.search(text):
+                return hinted(text)
+            if "@" not in text and "assport" not in text.lower():  # cheap for ASCII
+                return []  # the common case: names, amounts, times, codes, plain text
             found: list[_Candidate] = []
         else:
             if region.end() == n and region.start() == 0 and (hit := _whole_region(text, 0, n, [text, None])):
                 return [hit]  # the cell is one value (what _find_numbers would find first)
+            if hinted is not None and _HINT_ASCII.search(text):
+                return hinted(text)
             found = []
             _find_all_numbers(text, region, _STAGE1, found)
         passport = "assport" in text.lower()

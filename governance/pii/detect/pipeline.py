@@ -19,7 +19,6 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 
 from governance.pii.detect import labels, match, obfuscated
@@ -36,68 +35,18 @@ _LICENCE = PiiKind.DRIVER_LICENSE.value
 _MAX_DEPTH = 2  # base64 inside base64 inside the text, no deeper
 _SEVERITY_RANK = {kind: rank for rank, kind in enumerate(SEVERITY)}
 
-# --- the prefilter ---------------------------------------------------------
-#
-# Non-ASCII text: the match stage's first search stops at the hints itself
-# (governance.pii.detect.match._STAGE1_RAW), so they cost no second pass over
-# the text (a regex over Hangul costs about half the match stage). ASCII text:
-# the searches below, each one character class that ordinary cells rarely
-# hold, with tails told apart by a lookbehind.
-
-_HINT_ASCII = re.compile(
-    r"[&<%\\\r\n\"@\[({~]"
-    r"(?:(?<=&)(?:#|[A-Za-z]{2,8};)|(?<=<)[A-Za-z/!?]|(?<=%)[0-9A-Fa-f]{2}|(?<=\\)u[0-9A-Fa-f]{4}"
-    r"|(?<=[\r\n])[ \t]*[0-9]|(?<=[0-9]~)[0-9]"
-    r"|(?<=\")@|(?<=@)[\[ ]|(?<= @)"
-    r"|(?<=[\[({])[ \t]*(?:[Aa][Tt]|@|[Dd][Oo][Tt]|\.)[ \t]*[\]})])",
-    re.ASCII,
-)
-# Doubled separators, and groups joined by a dot on one side and a hyphen or
-# space on the other (4111.1111-1111.1111).
-_SEPARATOR_HINT = re.compile(
-    r"[-. ](?:(?<=[0-9][-. ])[-. _/]+[0-9]|(?<=[0-9]\.)[0-9]{1,6}[- ][0-9]|(?<=[0-9]-)[0-9]{1,6}\.[0-9])", re.ASCII
-)
-_LOOKALIKE = re.compile(
-    r"[OolI](?<![A-Za-z][OolI])(?![A-Za-z])(?:(?<=[0-9][OolI])|(?<=[0-9][ .-][OolI])|(?=[ .-]?[0-9]))", re.ASCII
-)
-_BASE64_HINT = re.compile(r"[A-Za-z0-9+/]{16,}", re.ASCII)
-_ENGLISH_LABELS = ("rrn", "resident", "passport", "licen", "driver", " at ", " dot ", "arroba")
-
-
-def _may_hide_ascii(text: str) -> bool:
-    """Could this ASCII text hide a value from the match stage?"""
-    if _HINT_ASCII.search(text) or _SEPARATOR_HINT.search(text) or _LOOKALIKE.search(text) or _encoded_hint(text):
-        return True
-    lowered = text.lower()
-    return any(label in lowered for label in _ENGLISH_LABELS)
-
-
-def _encoded_hint(text: str) -> bool:
-    for m in _BASE64_HINT.finditer(text):
-        run = m.group()
-        if not (run.isdigit() or run.isupper() or run.islower()):
-            return True  # both letter cases: hex ids and codes have one
-    return False
-
-
 # --- the pipeline ------------------------------------------------------------
 
 
 def detect_spans(text: str) -> list[_Candidate]:
     """Non-overlapping (kind id, start, end, confidence), sorted by start."""
-    if text.isascii():
-        found = match.detect_spans(text, _hinted)
-        if len(text) < 8 or not _may_hide_ascii(text):
-            return found
-        extra = _deep(text, 0)
-        return _merge([*found, *extra]) if extra else found
     return match.detect_spans(text, _hinted)
 
 
-def _hinted(text: str) -> list[_Candidate]:
-    """The match stage stopped at a hint: the normalised match, and the pipeline."""
+def _hinted(text: str, depth: int = 0) -> list[_Candidate]:
+    """The match stage saw a hint of a hidden value: the normalised match, and the pipeline."""
     found = match.detect_normalised(text)
-    extra = _deep(text, 0)
+    extra = _deep(text, depth)
     return _merge([*found, *extra]) if extra else found
 
 
@@ -135,9 +84,7 @@ def _encoded(base: str, decoded: Mapped | None, depth: int) -> list[_Candidate]:
     """A value inside a base64 or JWT segment masks the whole segment."""
     found = []
     for start, end, inner in encoded_segments(base):
-        spans = match.detect_spans(inner)
-        if len(inner) >= 8 and (not inner.isascii() or _may_hide_ascii(inner)):
-            spans = [*spans, *_deep(inner, depth + 1)]
+        spans = match.detect_spans(inner, lambda t: _hinted(t, depth + 1))
         if spans:
             kind = min((c[0] for c in spans), key=lambda k: _SEVERITY_RANK.get(k, len(SEVERITY)))
             if decoded is not None:
