@@ -306,22 +306,34 @@ _STAGE1 = re.compile(f"[0-9]{_REGION_TAIL}")
 # Lookaheads only, so the match stays one character; the stop costs nothing
 # in text without these (the class is scanned anyway).
 _NUMBER_WORDS = "공영빵일이삼사오육륙칠팔구〇零一二三四五六七八九壹貳參"
-_HINT_STARTS = f'{_NUMBER_WORDS}골앳주외여면&<%\\\\\r\n"@\\[({{aAdD'
-_HINT_TAILS = (
-    rf"(?<=[{_NUMBER_WORDS}])(?=[{_NUMBER_WORDS}](?:[{_NUMBER_WORDS}]|[ .\-]?[0-9]))"
-    r"|(?<=[골앳주외여면])(?:(?<=골)(?=뱅)|(?<=앳)|(?<=주)(?=민)|(?<=외)(?=국인)|(?<=여)(?=권)|(?<=면)(?=허))"
+_OTHER_HINT_STARTS = '골앳주외여면&<%\\\r\n"@\\[({aAdD'  # a class body: backslash, CR, LF escaped
+_HINT_STARTS = _NUMBER_WORDS + _OTHER_HINT_STARTS + "OolIA-Z"
+_OTHER_HINT_TAILS = (
+    r"(?<=[골앳주외여면])(?:(?<=골)(?=뱅)|(?<=앳)|(?<=주)(?=민)|(?<=외)(?=국인)|(?<=여)(?=권)|(?<=면)(?=허))"
     r"|(?<=[&<%\\\r\n])(?:(?<=&)(?=#|[A-Za-z]{2,8};)|(?<=<)(?=[A-Za-z/!?])|(?<=%)(?=[0-9A-Fa-f]{2})"
     r"|(?<=\\)(?=u[0-9A-Fa-f]{4})|(?<=[\r\n])(?=[ \t]*[0-9]))"
     r"|(?<=[\"@\[({])(?:(?<=\")(?=@)|(?<=@)(?=[\[ ])|(?<= @)"
     r"|(?<=[\[({])(?=[ \t]*(?:[Aa][Tt]|@|[Dd][Oo][Tt]|\.)[ \t]*[\]})]))"
     r"|(?<=[ ][aA])(?=[tT] )|(?<=[ ][dD])(?=[oO][tT] )"
-    # at a digit: a look-alike letter next to it, or a base64 run around it
-    r"|(?<=[0-9])(?:(?=[ .-]?[OolI](?![A-Za-z]))|(?<=[OolI][0-9])(?<![A-Za-z][OolI][0-9])"
-    r"|(?<=[A-Za-z+/][0-9])(?=[A-Za-z0-9+/]{6})(?<=[A-Za-z0-9+/]{6}))"
 )
+# At a letter: a look-alike letter next to a digit, or a base64 run (of
+# text: both letter cases, a capital early). Letters are rare in Korean
+# text; at a digit, these tails would cost more than the rest of the search.
+_LETTER_HINT_STARTS = "OolIA-Z"
+_LETTER_HINT_TAILS = (
+    r"(?<=[OolI])(?<![A-Za-z][OolI])(?![A-Za-z])(?:(?<=[0-9][OolI])|(?<=[0-9][ .-][OolI])|(?=[ .-]?[0-9]))"
+    r"|(?<=[A-Z])(?=[A-Za-z0-9+/]{11})(?=[A-Z0-9+/]{0,11}[a-z])"
+)
+# Branches in order of frequency, each behind one lookbehind on the character
+# that started the match: a digit (a region, or a hint at it), a number word,
+# another hint, and last a character to normalise (matched alone).
 _STAGE1_RAW = re.compile(
     f"[0-9/_{NORMALISABLE_BMP}\\U00010000-\\U0010ffff{_HINT_STARTS}]"
-    f"(?:{_HINT_TAILS}|(?<![0-9{_HINT_STARTS}])|{_REGION_TAIL})"
+    f"(?:(?<=[0-9]){_REGION_TAIL}"
+    f"|(?<=[{_NUMBER_WORDS}])(?=[{_NUMBER_WORDS}](?:[{_NUMBER_WORDS}]|[ .\\-]?[0-9]))"
+    f"|(?<=[{_OTHER_HINT_STARTS}])(?:{_OTHER_HINT_TAILS})"
+    f"|(?<=[{_LETTER_HINT_STARTS}])(?:{_LETTER_HINT_TAILS})"
+    f"|(?<![0-9{_HINT_STARTS}]))"
 )
 # ASCII text: the hints of a hidden value, in one search after the whole-cell
 # shortcuts (each branch told apart by a lookbehind on the character that
