@@ -527,10 +527,16 @@ _ACCOUNT_CONTEXT = _label(
 # nothing outside the company). See _id_label_wins.
 _ID_LABEL = _label(
     "송장|주문|발주|예약|모델|품번|제품|상품|부품|일련|시리얼|티켓|접수|승인|사업자|고객번호|회원번호|"
-    "인보이스|청구|견적|출고|배송|택배|운송|관리번호|문서번호|"
-    "order|invoice|waybill|tracking|serial|s/n|p/n|model|ticket|reservation|booking|confirmation|"
-    "customer|member|shipment|parcel|product|business|brn|"
-    + _words("part", "sku", "po", "ref", "lot", "item", "case", "vat", "tax")
+    "인보이스|청구|견적|출고|배송|택배|운송|등기|관리번호|문서번호|도서|책|"
+    "order|invoice|waybill|tracking|courier|serial|s/n|p/n|model|ticket|reservation|booking|confirmation|"
+    "customer|member|shipment|parcel|product|business|brn|isbn|issn|"
+    + _words("part", "sku", "po", "ref", "lot", "item", "case", "vat", "tax", "book")
+)
+# Shipment and book labels: a courier's 12-digit waybill is printed 4-4-4,
+# the layout of a bank's account too; named by one of these, it is the waybill.
+_SHIPMENT_LABEL_BEFORE = re.compile(
+    r"(?:송장|택배|배송|운송|등기|도서|책|waybill|tracking|courier|parcel|shipment|isbn|book)"
+    r"(?P<gap>(?:[\s:#.=(\[-]|번호|등록|코드|no|number|num|nr|id|code)*)\Z"
 )
 _BUSINESS_CONTEXT = _label("사업자|business|brn")
 _LICENSE_LABEL = _label("면허|licen[cs]e|driver")
@@ -724,6 +730,16 @@ def _id_label_wins(ctx: _Context, start: int, end: int) -> bool:
     return account_gap is None or id_gap < account_gap
 
 
+def _shipment_named(ctx: _Context, start: int, end: int) -> bool:
+    """Is the number right after a shipment or book label, with no account word nearer?"""
+    window = ctx[0][max(0, start - 20) : start].lower()
+    m = _SHIPMENT_LABEL_BEFORE.search(window)
+    if m is None:
+        return False
+    account_gap = _gap(_ACCOUNT_CONTEXT, ctx[0], start, end, 20, 10)
+    return account_gap is None or len(m.group("gap")) < account_gap
+
+
 def _opaque_runs(text: str) -> list[tuple[int, int]]:
     """Spans of the hex tokens in `text` (see _HEX_RUN): linear in len(text)."""
     runs = []
@@ -815,6 +831,8 @@ def _chain_candidate(text: str, start: int, end: int, taken: int, ctx: _Context)
         and not _starts_with_date(groups)
     ):
         if layout in _BANK_LAYOUTS:
+            if layout == (4, 4, 4) and _shipment_named(ctx, start, end):
+                return None  # "운송장번호 1234-5678-9012", "책 번호 1234-5678-9012"
             return _ACCOUNT, start, end, 0.85  # an account format of its own: masked whatever the label
         if not _id_label_wins(ctx, start, end):
             return _ACCOUNT, start, end, 0.6
