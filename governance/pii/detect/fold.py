@@ -43,9 +43,9 @@ _WORDS = "".join(_WORD_DIGITS)
 _SEPARATORS = " \t\r\n\\-._/~"
 # A number run: digit-like characters and short separator runs, starting and
 # ending with a digit-like character. Checked further in _fold_run.
-# A look-alike letter counts only when it stands apart from other letters
-# ("O1O-l234-5678", not "Hello" or "Iowa").
-_UNIT = rf"(?:[0-9{_WORDS}]|(?<![A-Za-z])[OolI](?![A-Za-z]))"
+# Look-alike letters count only as a run that stands apart from other letters
+# ("O1O-l234-5678", "1OO1", not "Hello" or "Iowa").
+_UNIT = rf"(?:[0-9{_WORDS}]|(?<![A-Za-z])[OolI]+(?![A-Za-z]))"
 _RUN = re.compile(rf"{_UNIT}(?:[{re.escape(_SEPARATORS)}]{{0,4}}{_UNIT})+")
 _MIN_DIGITS = 8
 _GROUPS = re.compile(rf"[0-9]+|[{re.escape(_SEPARATORS)}]+")

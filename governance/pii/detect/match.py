@@ -320,8 +320,14 @@ _OTHER_HINT_TAILS = (
 # text: both letter cases, a capital early). Letters are rare in Korean
 # text; at a digit, these tails would cost more than the rest of the search.
 _LETTER_HINT_STARTS = "OolIA-Z"
+# The first of a run of look-alike letters that stands apart from other
+# letters and touches a digit (O1O, 1OO1, l234), not "Hello" or "Iowa".
+_LOOKALIKE_RUN = (
+    r"(?<![A-Za-z][OolI])(?=[OolI]*(?![A-Za-z]))"
+    r"(?:(?<=[0-9][OolI])|(?<=[0-9][ .-][OolI])|(?=[OolI]*[ .-]?[0-9]))"
+)
 _LETTER_HINT_TAILS = (
-    r"(?<=[OolI])(?<![A-Za-z][OolI])(?![A-Za-z])(?:(?<=[0-9][OolI])|(?<=[0-9][ .-][OolI])|(?=[ .-]?[0-9]))"
+    rf"(?<=[OolI]){_LOOKALIKE_RUN}"
     r"|(?<=[A-Z])(?=[A-Za-z0-9+/]{11})(?=[A-Z0-9+/]{0,11}[a-z])"
 )
 # Branches in order of frequency, each behind one lookbehind on the character
@@ -348,7 +354,7 @@ _HINT_ASCII = re.compile(
     r"|(?<=[-. ])(?:(?<=[0-9][-. ])[-. _/]+[0-9]|(?<=[0-9]\.)[0-9]{1,6}[- ][0-9]|(?<=[0-9]-)[0-9]{1,6}\.[0-9]"
     r"|(?<= )(?:[Aa][Tt]|[Dd][Oo][Tt]|arroba) )"
     # a look-alike letter next to a digit, standing apart from other letters
-    r"|(?<=[OolI])(?<![A-Za-z][OolI])(?![A-Za-z])(?:(?<=[0-9][OolI])|(?<=[0-9][ .-][OolI])|(?=[ .-]?[0-9]))"
+    rf"|(?<=[OolI]){_LOOKALIKE_RUN}"
     # base64 of text: both letter cases, a capital early
     r"|(?<=[A-Z])(?=[A-Za-z0-9+/]{11})[A-Z0-9+/]{0,11}[a-z]"
     # labels that name a value on their own
