@@ -306,10 +306,11 @@ _STAGE1 = re.compile(f"[0-9]{_REGION_TAIL}")
 # Lookaheads only, so the match stays one character; the stop costs nothing
 # in text without these (the class is scanned anyway).
 _NUMBER_WORDS = "공영빵일이삼사오육륙칠팔구〇零一二三四五六七八九壹貳參"
-_OTHER_HINT_STARTS = '골앳주외여면&<%\\\r\n"@\\[({aAdD'  # a class body: backslash, CR, LF escaped
+_OTHER_HINT_STARTS = '골앳주외여면닷점쩜&<%\\\r\n"@\\[({aAdD'  # a class body: backslash, CR, LF escaped
 _HINT_STARTS = _NUMBER_WORDS + _OTHER_HINT_STARTS + "OolIA-Z"
 _OTHER_HINT_TAILS = (
     r"(?<=[골앳주외여면])(?:(?<=골)(?=뱅)|(?<=앳)|(?<=주)(?=민)|(?<=외)(?=국인)|(?<=여)(?=권)|(?<=면)(?=허))"
+    r"|(?<=[닷점쩜])(?:(?<=[A-Za-z0-9].)|(?<=[A-Za-z0-9] .))(?=[ \t]?[A-Za-z컴넷])"  # naver닷컴, naver 점 com
     r"|(?<=[&<%\\\r\n])(?:(?<=&)(?=#|[A-Za-z]{2,8};)|(?<=<)(?=[A-Za-z/!?])|(?<=%)(?=[0-9A-Fa-f]{2})"
     r"|(?<=\\)(?=u[0-9A-Fa-f]{4})|(?<=[\r\n])(?=[ \t]*[0-9]))"
     r"|(?<=[\"@\[({])(?:(?<=\")(?=@)|(?<=@)(?=[\[ ])|(?<= @)"

@@ -27,7 +27,7 @@ _AT = (
     rf"(?P<at>\s*{_OPEN}\s*(?:{_AT_WORDS}|@)\s*{_CLOSE}\s*"  # [at] (at) {at} <at> [@]
     rf"|\s*(?:골뱅이|골뱅|앳|アット(?:マーク)?)\s*"  # Korean/Japanese words need no spaces
     rf"|\s+(?P<bare_at>{_AT_WORDS})\s+"  # hong at naver
-    r"|\s+@\s*|\s*@\s+)"  # hong @ naver
+    r"|\s*@\s*)"  # hong @ naver, hong@naver닷컴
 )
 
 
