@@ -12,8 +12,8 @@ After decoding, the text is folded with an offset map (governance.pii.detect
   Hanja ones (〇零 0, 一壹 1, 二貳 2, 三參 3, 四 4, 五 5, 六 6, 七 7, 八 8, 九 9),
   and letters written for digits (O/o 0, l/I 1) when they stand apart from
   other letters;
-* the separators of a number run: line breaks inside it are dropped (a value
-  wrapped by a line), and when its groups are joined by anything but one
+* the separators of a number run: a line break alone is dropped (a value
+  wrapped by a line) unless the value has other separators, and when its groups are joined by anything but one
   and the same hyphen, dot or space (doubled, mixed, underscore, slash,
   backslash, tilde: ``010--1234--5678``, ``100000 10_100000``), every
   separator becomes one space, the form the match stage reads with context
@@ -112,6 +112,10 @@ def _fold_run(text: str, start: int, end: int) -> list[tuple[str, int, int]] | N
     uniform = all(len(s) == 1 and s in "-. " for s in separators) and len(set(separators)) <= 1
     if uniform and not words:
         return None
+    # A line break alone joins the groups around it (a value wrapped inside a
+    # group) unless the value has other separators: then the break stands
+    # where one of them stood (4000-0000-0000 / 0002 wrapped at the end).
+    breaks_separate = any(s.translate(_LINE_BREAKS) for s in separators)
     pieces = []
     k = 0
     for group in groups:
@@ -121,7 +125,7 @@ def _fold_run(text: str, start: int, end: int) -> list[tuple[str, int, int]] | N
             pieces.extend((d, i, i + 1) for d, i in zip(group, offsets, strict=True))
         elif not uniform:
             kept = group.translate(_LINE_BREAKS)
-            pieces.append((" " if kept else "", offsets[0], offsets[-1] + 1))
+            pieces.append((" " if kept or breaks_separate else "", offsets[0], offsets[-1] + 1))
         else:
             pieces.append((group, offsets[0], offsets[-1] + 1))
         k += n

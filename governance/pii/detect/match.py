@@ -306,16 +306,22 @@ _STAGE1 = re.compile(f"[0-9]{_REGION_TAIL}")
 # Lookaheads only, so the match stays one character; the stop costs nothing
 # in text without these (the class is scanned anyway).
 _NUMBER_WORDS = "공영빵일이삼사오육륙칠팔구〇零一二三四五六七八九壹貳參"
-_OTHER_HINT_STARTS = '골앳주외여면닷점쩜&<%\\\r\n"@\\[({aAdD'  # a class body: backslash, CR, LF escaped
+# After "@": a domain label and a word for "dot" (hong@naver dot com, hong@naver닷컴).
+_AT_DOT_WORD = (
+    r"[A-Za-z0-9.-]{1,63}(?:(?:[ \t]*[\[({<][ \t]*|[ \t]+)(?:[Dd][Oo][Tt]|punto|point|ponto|punkt)|[ \t]*[닷점쩜])"
+)
+_WORD_SEP = r"[-. _/~\\\t\n]"  # a separator next to number words
+_OTHER_HINT_STARTS = '골앳주외여면닷점쩜~&<%\\\\\r\n"@\\[({aAdD'  # a class body: backslash, CR, LF escaped
 _HINT_STARTS = _NUMBER_WORDS + _OTHER_HINT_STARTS + "OolIA-Z"
 _OTHER_HINT_TAILS = (
     r"(?<=[골앳주외여면])(?:(?<=골)(?=뱅)|(?<=앳)|(?<=주)(?=민)|(?<=외)(?=국인)|(?<=여)(?=권)|(?<=면)(?=허))"
     r"|(?<=[닷점쩜])(?:(?<=[A-Za-z0-9].)|(?<=[A-Za-z0-9] .))(?=[ \t]?[A-Za-z컴넷])"  # naver닷컴, naver 점 com
+    r"|(?<=[0-9][~\\])(?=[0-9])"  # 010~1234~5678
     r"|(?<=[&<%\\\r\n])(?:(?<=&)(?=#|[A-Za-z]{2,8};)|(?<=<)(?=[A-Za-z/!?])|(?<=%)(?=[0-9A-Fa-f]{2})"
     r"|(?<=\\)(?=u[0-9A-Fa-f]{4})|(?<=[\r\n])(?=[ \t]*[0-9]))"
-    r"|(?<=[\"@\[({])(?:(?<=\")(?=@)|(?<=@)(?=[\[ ])|(?<= @)"
+    r"|(?<=[\"@\[({])(?:(?<=\")(?=@)|(?<=@)(?=[\[ ]|" + _AT_DOT_WORD + r")|(?<= @)"
     r"|(?<=[\[({])(?=[ \t]*(?:[Aa][Tt]|@|[Dd][Oo][Tt]|\.)[ \t]*[\]})]))"
-    r"|(?<=[ ][aA])(?=[tT] )|(?<=[ ][dD])(?=[oO][tT] )"
+    r"|(?<=[ ][aA])(?=[tT] |rroba |robase )|(?<=[ ][dD])(?=[oO][tT] )"
 )
 # At a letter: a look-alike letter next to a digit, or a base64 run (of
 # text: both letter cases, a capital early). Letters are rare in Korean
@@ -325,7 +331,7 @@ _LETTER_HINT_STARTS = "OolIA-Z"
 # letters and touches a digit (O1O, 1OO1, l234), not "Hello" or "Iowa".
 _LOOKALIKE_RUN = (
     r"(?<![A-Za-z][OolI])(?=[OolI]*(?![A-Za-z]))"
-    r"(?:(?<=[0-9][OolI])|(?<=[0-9][ .-][OolI])|(?=[OolI]*[ .-]?[0-9]))"
+    r"(?:(?<=[0-9][OolI])|(?<=[0-9][-. _/][OolI])|(?<=[0-9][-. _/]{2}[OolI])|(?=[OolI]*[-. _/]{0,3}[0-9]))"
 )
 _LETTER_HINT_TAILS = (
     rf"(?<=[OolI]){_LOOKALIKE_RUN}"
@@ -337,7 +343,8 @@ _LETTER_HINT_TAILS = (
 _STAGE1_RAW = re.compile(
     f"[0-9/_{NORMALISABLE_BMP}\\U00010000-\\U0010ffff{_HINT_STARTS}]"
     f"(?:(?<=[0-9]){_REGION_TAIL}"
-    f"|(?<=[{_NUMBER_WORDS}])(?=[{_NUMBER_WORDS}](?:[{_NUMBER_WORDS}]|[ .\\-]?[0-9]))"
+    f"|(?<=[{_NUMBER_WORDS}])(?=[{_NUMBER_WORDS}])(?:(?=.(?:[{_NUMBER_WORDS}]|{_WORD_SEP}{{0,3}}[0-9]))"
+    f"|(?<=[0-9][{_NUMBER_WORDS}])|(?<=[0-9]{_WORD_SEP}[{_NUMBER_WORDS}])|(?<=[0-9]{_WORD_SEP}{{2}}[{_NUMBER_WORDS}]))"
     f"|(?<=[{_OTHER_HINT_STARTS}])(?:{_OTHER_HINT_TAILS})"
     f"|(?<=[{_LETTER_HINT_STARTS}])(?:{_LETTER_HINT_TAILS})"
     f"|(?<![0-9{_HINT_STARTS}]))"
@@ -346,13 +353,14 @@ _STAGE1_RAW = re.compile(
 # shortcuts (each branch told apart by a lookbehind on the character that
 # started it, so `re` tries the tails only at these characters).
 _HINT_ASCII = re.compile(
-    r"[&<%\\\r\n\"@\[({~\-. OolIA-ZrRpPlLdD]"
-    r"(?:(?<=[&<%\\\r\n\"@\[({~])"  # escapes, markup, line breaks, e-mail brackets
+    r"[&<%\\\r\n\"@\[({~_/\-. OolIA-ZrRpPlLdD]"
+    r"(?:(?<=[&<%\\\r\n\"@\[({~_/])"  # escapes, markup, line breaks, e-mail brackets, odd separators
     r"(?:(?<=&)(?:#|[A-Za-z]{2,8};)|(?<=<)[A-Za-z/!?]|(?<=%)[0-9A-Fa-f]{2}|(?<=\\)u[0-9A-Fa-f]{4}"
-    r"|(?<=[\r\n])[ \t]*[0-9]|(?<=[0-9]~)[0-9]|(?<=\")@|(?<=@)[\[ ]|(?<= @)"
+    rf"|(?<=[\r\n])[ \t]*[0-9]|(?<=[0-9][~_/\\])[-. _/~\\]*[0-9]|(?<=\")@|(?<=@)(?:[\[ ]|{_AT_DOT_WORD})|(?<= @)"
     r"|(?<=[\[({])[ \t]*(?:[Aa][Tt]|@|[Dd][Oo][Tt]|\.)[ \t]*[\]})])"
     # doubled separators; a dot on one side, a hyphen or space on the other; " at ", " dot "
-    r"|(?<=[-. ])(?:(?<=[0-9][-. ])[-. _/]+[0-9]|(?<=[0-9]\.)[0-9]{1,6}[- ][0-9]|(?<=[0-9]-)[0-9]{1,6}\.[0-9]"
+    r"|(?<=[-. ])(?:(?<=[0-9][-. ])[-. _/]+[0-9]"
+    r"|(?<=[0-9][. ])[0-9]{1,7} ?- ?[0-9]|(?<=[0-9]-)[0-9]{1,7}[. ][0-9]|(?<=[0-9] -) ?[0-9]{1,7}[. ][0-9]"
     r"|(?<= )(?:[Aa][Tt]|[Dd][Oo][Tt]|arroba) )"
     # a look-alike letter next to a digit, standing apart from other letters
     rf"|(?<=[OolI]){_LOOKALIKE_RUN}"
@@ -1123,21 +1131,26 @@ def _find_all_numbers(scan: str, region: re.Match[str], stage1: re.Pattern[str],
             if stage1 is _STAGE1_RAW and _odd_separators(scan, start, end):
                 return False
             _find_numbers(scan, start, end, found, ctx)
-        elif scan[start] not in "/_" or (scan[start - 1 : start].isdigit() and scan[end : end + 1].isdigit()):
+        elif scan[start] not in "/_" or _near_digit(scan, start):
+            # A slash or underscore by a digit (spaces between): a separator the fold reads.
             return False
         if end > last or (region := stage1.search(scan, end)) is None:
             return True
 
 
-_MIXED_SEPARATORS = re.compile(r"[0-9][.][0-9]{1,6}-[0-9]|[0-9]-[0-9]{1,6}[.][0-9]", re.ASCII)
+_MIXED_SEPARATORS = re.compile(r"[0-9][. ][0-9]{1,7} ?- ?[0-9]|[0-9] ?- ?[0-9]{1,7}[. ][0-9]", re.ASCII)
 
 
 def _odd_separators(scan: str, start: int, end: int) -> bool:
-    """Doubled separators, or a dot and a hyphen mixed, in a region: for the fold."""
+    """Doubled separators, or a hyphen mixed with a dot or a space, in a region: for the fold."""
     region = scan[start:end]
     if "--" in region or ".." in region or "  " in region:
         return True
-    return "." in region and "-" in region and _MIXED_SEPARATORS.search(region) is not None
+    return "-" in region and ("." in region or " " in region) and _MIXED_SEPARATORS.search(region) is not None
+
+
+def _near_digit(scan: str, i: int) -> bool:
+    return scan[max(0, i - 2) : i].rstrip(" ")[-1:].isdigit() or scan[i + 1 : i + 3].lstrip(" ")[:1].isdigit()
 
 
 def detect_spans(text: str, hinted: Callable[[str], list[_Candidate]] | None = None) -> list[_Candidate]:

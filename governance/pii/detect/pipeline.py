@@ -33,6 +33,7 @@ _EMAIL = PiiKind.EMAIL.value
 _PASSPORT = PiiKind.PASSPORT.value
 _LICENCE = PiiKind.DRIVER_LICENSE.value
 _MAX_DEPTH = 2  # base64 inside base64 inside the text, no deeper
+_CONTEXT_BEFORE, _CONTEXT_AFTER = 24, 12  # as far as the match stage looks for context words
 _SEVERITY_RANK = {kind: rank for rank, kind in enumerate(SEVERITY)}
 
 # --- the pipeline ------------------------------------------------------------
@@ -81,12 +82,18 @@ def _compose(decoded: Mapped | None, folded: Mapped | None) -> Mapped | None:
 
 
 def _encoded(base: str, decoded: Mapped | None, depth: int) -> list[_Candidate]:
-    """A value inside a base64 or JWT segment masks the whole segment."""
+    """A value inside a base64 or JWT segment masks the whole segment.
+
+    The decoded text is read between the words around the segment, so a
+    context word outside it (입금 계좌 <base64>) still names what is inside."""
     found = []
     for start, end, inner in encoded_segments(base):
-        spans = match.detect_spans(inner, lambda t: _hinted(t, depth + 1))
-        if spans:
-            kind = min((c[0] for c in spans), key=lambda k: _SEVERITY_RANK.get(k, len(SEVERITY)))
+        before, after = base[max(0, start - _CONTEXT_BEFORE) : start], base[end : end + _CONTEXT_AFTER]
+        lo, hi = len(before), len(before) + len(inner)
+        spans = match.detect_spans(f"{before}{inner}{after}", lambda t: _hinted(t, depth + 1))
+        kinds = [kind for kind, s, e, _ in spans if s < hi and lo < e]
+        if kinds:
+            kind = min(kinds, key=lambda k: _SEVERITY_RANK.get(k, len(SEVERITY)))
             if decoded is not None:
                 start, end = decoded.source_span(start, end)
             found.append((kind, start, end, 0.9))
