@@ -335,7 +335,7 @@ _LOOKALIKE_RUN = (
 )
 _LETTER_HINT_TAILS = (
     rf"(?<=[OolI]){_LOOKALIKE_RUN}"
-    r"|(?<=[A-Z])(?=[A-Za-z0-9+/]{11})(?=[A-Z0-9+/]{0,11}[a-z])"
+    r"|(?<=[A-Za-z0-9+/]{5}[A-Z])(?=[A-Za-z0-9+/]{5})"
 )
 # Branches in order of frequency, each behind one lookbehind on the character
 # that started the match: a digit (a region, or a hint at it), a number word,
@@ -361,11 +361,12 @@ _HINT_ASCII = re.compile(
     # doubled separators; a dot on one side, a hyphen or space on the other; " at ", " dot "
     r"|(?<=[-. ])(?:(?<=[0-9][-. ])[-. _/]+[0-9]"
     r"|(?<=[0-9][. ])[0-9]{1,7} ?- ?[0-9]|(?<=[0-9]-)[0-9]{1,7}[. ][0-9]|(?<=[0-9] -) ?[0-9]{1,7}[. ][0-9]"
+    r"|(?<=[0-9] )[0-9]{1,7}\.[0-9]|(?<=[0-9]\.)[0-9]{1,7} [0-9]"
     r"|(?<= )(?:[Aa][Tt]|[Dd][Oo][Tt]|arroba) )"
     # a look-alike letter next to a digit, standing apart from other letters
     rf"|(?<=[OolI]){_LOOKALIKE_RUN}"
     # base64 of text: both letter cases, a capital early
-    r"|(?<=[A-Z])(?=[A-Za-z0-9+/]{11})[A-Z0-9+/]{0,11}[a-z]"
+    r"|(?<=[A-Za-z0-9+/]{5}[A-Z])(?=[A-Za-z0-9+/]{5})"
     # labels that name a value on their own
     r"|(?<=[rR])(?:[rR][nN](?![A-Za-z])|[eE][sS][iI][dD][eE][nN][tT])|(?<=[pP])[aA][sS][sS][pP][oO][rR][tT]"
     r"|(?<=[lL])[iI][cC][eE][nN]|(?<=[dD])[rR][iI][vV][eE][rR])",
@@ -1138,15 +1139,20 @@ def _find_all_numbers(scan: str, region: re.Match[str], stage1: re.Pattern[str],
             return True
 
 
-_MIXED_SEPARATORS = re.compile(r"[0-9][. ][0-9]{1,7} ?- ?[0-9]|[0-9] ?- ?[0-9]{1,7}[. ][0-9]", re.ASCII)
+_DOUBLED_SEPARATORS = re.compile(r"[0-9][-. ]{2}", re.ASCII)
+_MIXED_SEPARATORS = re.compile(
+    r"[0-9][. ][0-9]{1,7} ?- ?[0-9]|[0-9] ?- ?[0-9]{1,7}[. ][0-9]|[0-9] [0-9]{1,7}[.][0-9]|[0-9][.][0-9]{1,7} [0-9]",
+    re.ASCII,
+)
 
 
 def _odd_separators(scan: str, start: int, end: int) -> bool:
-    """Doubled separators, or a hyphen mixed with a dot or a space, in a region: for the fold."""
+    """Doubled separators, or two of hyphen, dot and space mixed, in a region: for the fold."""
     region = scan[start:end]
-    if "--" in region or ".." in region or "  " in region:
+    if _DOUBLED_SEPARATORS.search(region):
         return True
-    return "-" in region and ("." in region or " " in region) and _MIXED_SEPARATORS.search(region) is not None
+    separators = ("-" in region) + ("." in region) + (" " in region)
+    return separators > 1 and _MIXED_SEPARATORS.search(region) is not None
 
 
 def _near_digit(scan: str, i: int) -> bool:

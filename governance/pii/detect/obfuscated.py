@@ -10,7 +10,7 @@ Read on decoded, folded text (governance.pii.detect.pipeline):
 * RFC 5321 address literals: ``user@[192.0.2.1]``, ``user@[IPv6:2001:db8::1]``.
 * RFC 5322 quoted local parts: ``"hong gildong"@naver.com``.
 
-Decision: a bare English "at" with a plain dot (``visit us at example.com``)
+Decision: a bare English "at" (or French "chez") with a plain dot (``visit us at example.com``)
 is prose unless the part before it looks like a mailbox (it holds a digit,
 a dot, an underscore or a hyphen: ``hong.gd at naver.com``); brackets or a
 word for "dot" always make it an address. The top-level domain must be one
@@ -74,7 +74,8 @@ def find(text: str) -> list[tuple[int, int]]:
     """Spans of the obfuscated, literal and quoted addresses in `text`."""
     spans = []
     for m in _OBFUSCATED.finditer(text):
-        if m.group("bare_at") and m.group("plain_dot") and not _mailbox_like(m.group("local")):
+        bare = m.group("bare_at")
+        if bare and bare.lower() in ("at", "chez") and m.group("plain_dot") and not _mailbox_like(m.group("local")):
             continue  # "visit us at example.com": prose
         spans.append(m.span())
     if "@" in text:
