@@ -76,12 +76,13 @@ _PRINTABLE_SHARE = 0.9
 def encoded_segments(text: str) -> list[tuple[int, int, str]]:
     """(start, end, decoded text) of each base64 run that decodes to readable text.
 
-    A run of one letter case and digits only (hex ids, order codes, UUID
-    parts) is not base64 of text in practice and is skipped unread."""
+    A run of digits, or of lowercase letters and digits (hex ids, hashes),
+    is skipped unread. Capitals and digits alone are read: base64 of digits
+    often is (``NTA0ODU3NTE4MTM5NDU=``); an order code does not decode to text."""
     found = []
     for m in _BASE64_RUN.finditer(text):
         run = m.group()
-        if run.isdigit() or run.isupper() or run.islower():
+        if run.isdigit() or run.islower():
             continue
         decoded = _base64_text(run)
         if decoded is not None:

@@ -17,7 +17,9 @@ After decoding, the text is folded with an offset map (governance.pii.detect
   and the same hyphen, dot or space (doubled, mixed, underscore, slash,
   backslash, tilde: ``010--1234--5678``, ``100000 10_100000``), every
   separator becomes one space, the form the match stage reads with context
-  rules (a spaced run is an account only next to an account word)."""
+  rules (a spaced run is an account only next to an account word; as hyphens,
+  ``15/01/2024 10:30`` would be a 4-group account). Parentheses stay as they
+  are: ``(02)123-4567``."""
 
 from __future__ import annotations
 
@@ -40,7 +42,7 @@ _WORD_DIGITS = {
 }
 _LOOKALIKES = {"O": "0", "o": "0", "l": "1", "I": "1"}
 _WORDS = "".join(_WORD_DIGITS)
-_SEPARATORS = " \t\r\n\\-._/~"
+_SEPARATORS = " \t\r\n\\-._/~()"  # parentheses: "(02)123-4567", kept as they are
 # A number run: digit-like characters and short separator runs, starting and
 # ending with a digit-like character. Checked further in _fold_run.
 # Look-alike letters count only as a run that stands apart from other letters
@@ -108,7 +110,7 @@ def _fold_run(text: str, start: int, end: int) -> list[tuple[str, int, int]] | N
     n_digits = sum(len(g) for g in groups if g[0].isdigit())
     if n_digits < _MIN_DIGITS:
         return None
-    separators = [g for g in groups if not g[0].isdigit()]
+    separators = [g for g in groups if not g[0].isdigit() and "(" not in g and ")" not in g]
     uniform = all(len(s) == 1 and s in "-. " for s in separators) and len(set(separators)) <= 1
     if uniform and not words:
         return None
@@ -123,7 +125,7 @@ def _fold_run(text: str, start: int, end: int) -> list[tuple[str, int, int]] | N
         offsets = [i for _, i in chars[k : k + n]]
         if group[0].isdigit():
             pieces.extend((d, i, i + 1) for d, i in zip(group, offsets, strict=True))
-        elif not uniform:
+        elif not uniform and "(" not in group and ")" not in group:
             kept = group.translate(_LINE_BREAKS)
             pieces.append((" " if kept or breaks_separate else "", offsets[0], offsets[-1] + 1))
         else:
