@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import re
 
+from governance.pii.detect.match import opaque_runs
 from governance.pii.detect.offsets import Builder, Mapped
 from governance.pii.textforms import NORMALISE
 
@@ -54,8 +55,14 @@ _GROUPS = re.compile(rf"[0-9]+|[{re.escape(_SEPARATORS)}]+")
 _LINE_BREAKS = str.maketrans("", "", "\r\n")
 
 
-def fold(text: str) -> Mapped | None:
-    """The folded text with its offset map, or None when nothing folds."""
+def fold(text: str, hyphens: bool = False) -> Mapped | None:
+    """The folded text with its offset map, or None when nothing folds.
+
+    `hyphens`: odd separators become hyphens instead of spaces, except
+    spaces and dots, which stay as written (a lone space ends a value:
+    ``010-1234-5678 12:30``; dots join versions and addresses: ``10.0.0.1``).
+    The pipeline reads both forms: a layout that is an account by itself
+    (``011--016--7106``) needs hyphens; spaced groups need an account word."""
     out = Builder()
     changed = False
     first = text.translate(NORMALISE)
@@ -66,18 +73,23 @@ def fold(text: str) -> Mapped | None:
         changed = True
     else:
         mapped = None
-    folded = _fold_runs(first)
+    folded = _fold_runs(first, hyphens)
     if folded is None:
         return mapped if changed else None
     return mapped.then(folded) if mapped is not None else folded
 
 
-def _fold_runs(text: str) -> Mapped | None:
+def _fold_runs(text: str, hyphens: bool) -> Mapped | None:
     out = Builder()
     pos = 0
     changed = False
+    # Hex tokens (UUIDs, hashes) are opaque to the match stage; folding their
+    # hyphens away would make their digits look like values.
+    opaque = opaque_runs(text) if "-" in text else []
     for m in _RUN.finditer(text):
-        run = _fold_run(text, m.start(), m.end())
+        if opaque and any(s < m.end() and m.start() < e for s, e in opaque):
+            continue
+        run = _fold_run(text, m.start(), m.end(), hyphens)
         if run is None:
             continue
         out.copy(text, pos, m.start())
@@ -91,7 +103,7 @@ def _fold_runs(text: str) -> Mapped | None:
     return out.build()
 
 
-def _fold_run(text: str, start: int, end: int) -> list[tuple[str, int, int]] | None:
+def _fold_run(text: str, start: int, end: int, hyphens: bool) -> list[tuple[str, int, int]] | None:
     """The pieces (replacement, source start, source end) of one run, or None to keep it."""
     chars: list[tuple[str, int]] = []  # (character, source offset), digits made ASCII
     words = 0
@@ -127,7 +139,11 @@ def _fold_run(text: str, start: int, end: int) -> list[tuple[str, int, int]] | N
             pieces.extend((d, i, i + 1) for d, i in zip(group, offsets, strict=True))
         elif not uniform and "(" not in group and ")" not in group:
             kept = group.translate(_LINE_BREAKS)
-            pieces.append((" " if kept or breaks_separate else "", offsets[0], offsets[-1] + 1))
+            if not hyphens or not kept.strip(". "):
+                joiner = " " if not hyphens else (kept or " ")  # dots and lone spaces stay as written
+            else:
+                joiner = "-"
+            pieces.append((joiner if kept or breaks_separate else "", offsets[0], offsets[-1] + 1))
         else:
             pieces.append((group, offsets[0], offsets[-1] + 1))
         k += n

@@ -196,6 +196,7 @@ __all__ = [
     "detect_spans",
     "detection",
     "normalise",
+    "opaque_runs",
 ]
 
 
@@ -756,7 +757,7 @@ def _shipment_named(ctx: _Context, start: int, end: int) -> bool:
     return account_gap is None or len(m.group("gap")) < account_gap
 
 
-def _opaque_runs(text: str) -> list[tuple[int, int]]:
+def opaque_runs(text: str) -> list[tuple[int, int]]:
     """Spans of the hex tokens in `text` (see _HEX_RUN): linear in len(text)."""
     runs = []
     for m in _HEX_RUN.finditer(text):
@@ -1003,7 +1004,7 @@ def _find_numbers(text: str, start: int, end: int, out: list[_Candidate], ctx: _
     ):
         runs = ctx[1]
         if runs is None:
-            runs = ctx[1] = _opaque_runs(text)
+            runs = ctx[1] = opaque_runs(text)
         for s, e in runs:
             if s <= start and end <= e:
                 return  # wholly inside one: "9a65bf25-1897-4809-...", "...-cf0532182727"

@@ -54,20 +54,26 @@ def _hinted(text: str, depth: int = 0) -> list[_Candidate]:
 def _deep(text: str, depth: int) -> list[_Candidate]:
     decoded = decode(text)
     base = decoded.text if decoded is not None else text
-    folded = fold(base)
-    mapped = _compose(decoded, folded)
-    scan = mapped.text if mapped is not None else text
     found: list[_Candidate] = []
-    if mapped is not None:
-        found.extend(match.detect_spans(scan))
-    lowered = scan.lower()
-    if obfuscated.could_hold(lowered):
-        found.extend((_EMAIL, s, e, 0.9) for s, e in obfuscated.find(scan))
-    found.extend((_RRN, s, e, 0.8) for s, e in labels.rrn_halves(scan))
-    found.extend((_PASSPORT, s, e, 0.8) for s, e in labels.passports(scan))
-    found.extend((_LICENCE, s, e, 0.8) for s, e in labels.licences(scan))
-    if mapped is not None and found:
-        found = [(kind, *mapped.source_span(s, e), conf) for kind, s, e, conf in found]
+    scanned: set[str] = set()
+    for hyphens in (False, True):
+        mapped = _compose(decoded, fold(base, hyphens))
+        scan = mapped.text if mapped is not None else text
+        if scan in scanned:
+            continue  # nothing the hyphen form changes
+        scanned.add(scan)
+        here: list[_Candidate] = []
+        if mapped is not None:
+            here.extend(match.detect_spans(scan))
+        if not hyphens:
+            if obfuscated.could_hold(scan.lower()):
+                here.extend((_EMAIL, s, e, 0.9) for s, e in obfuscated.find(scan))
+            here.extend((_RRN, s, e, 0.8) for s, e in labels.rrn_halves(scan))
+            here.extend((_PASSPORT, s, e, 0.8) for s, e in labels.passports(scan))
+            here.extend((_LICENCE, s, e, 0.8) for s, e in labels.licences(scan))
+        if mapped is not None:
+            here = [(kind, *mapped.source_span(s, e), conf) for kind, s, e, conf in here]
+        found.extend(here)
     if depth < _MAX_DEPTH:
         found.extend(_encoded(base, decoded, depth))
     return found
