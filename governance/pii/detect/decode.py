@@ -66,10 +66,10 @@ def _decoded(escape: str) -> str | None:
         return None
 
 
-# A base64 (standard or URL-safe) run long enough to hold a value: 12
-# characters are 9 bytes (a short phone number). JWTs are three such runs
+# A base64 (standard or URL-safe) run long enough to hold a value: 8
+# characters are 6 bytes (the shortest address, a@b.kr). JWTs are three such runs
 # joined by dots; each is a segment of its own.
-_BASE64_RUN = re.compile(r"(?<![A-Za-z0-9+/_-])[A-Za-z0-9+/_-]{12,}={0,2}", re.ASCII)
+_BASE64_RUN = re.compile(r"(?<![A-Za-z0-9+/_-])[A-Za-z0-9+/_-]{8,}={0,2}", re.ASCII)
 _PRINTABLE_SHARE = 0.9
 
 

@@ -336,7 +336,7 @@ _LOOKALIKE_RUN = (
 )
 _LETTER_HINT_TAILS = (
     rf"(?<=[OolI]){_LOOKALIKE_RUN}"
-    r"|(?<=[A-Za-z0-9+/]{5}[A-Z])(?=[A-Za-z0-9+/]{5})"
+    r"|(?<=[A-Za-z0-9+/]{3}[A-Z])(?=[A-Za-z0-9+/]{3})(?=[A-Z+/]{0,8}[a-z0-9])"
 )
 # Branches in order of frequency, each behind one lookbehind on the character
 # that started the match: a digit (a region, or a hint at it), a number word,
@@ -361,13 +361,13 @@ _HINT_ASCII = re.compile(
     r"|(?<=[\[({])[ \t]*(?:[Aa][Tt]|@|[Dd][Oo][Tt]|\.)[ \t]*[\]})])"
     # doubled separators; a dot on one side, a hyphen or space on the other; " at ", " dot "
     r"|(?<=[-. ])(?:(?<=[0-9][-. ])[-. _/]+[0-9]"
-    r"|(?<=[0-9][. ])[0-9]{1,7} ?- ?[0-9]|(?<=[0-9]-)[0-9]{1,7}[. ][0-9]|(?<=[0-9] -) ?[0-9]{1,7}[. ][0-9]"
+    r"|(?<=[0-9][. ])(?<!\+82[. ])(?<!0082[. ])[0-9]{1,7} ?- ?[0-9]|(?<=[0-9]-)[0-9]{1,7}[. ][0-9]|(?<=[0-9] -) ?[0-9]{1,7}[. ][0-9]"
     r"|(?<=[0-9] )[0-9]{1,7}\.[0-9]|(?<=[0-9]\.)[0-9]{1,7} [0-9]"
     r"|(?<= )(?:[Aa][Tt]|[Dd][Oo][Tt]|arroba) )"
     # a look-alike letter next to a digit, standing apart from other letters
     rf"|(?<=[OolI]){_LOOKALIKE_RUN}"
     # base64 of text: both letter cases, a capital early
-    r"|(?<=[A-Za-z0-9+/]{5}[A-Z])(?=[A-Za-z0-9+/]{5})"
+    r"|(?<=[A-Za-z0-9+/]{3}[A-Z])(?=[A-Za-z0-9+/]{3})(?=[A-Z+/]{0,8}[a-z0-9])"
     # labels that name a value on their own
     r"|(?<=[rR])(?:[rR][nN](?![A-Za-z])|[eE][sS][iI][dD][eE][nN][tT])|(?<=[pP])[aA][sS][sS][pP][oO][rR][tT]"
     r"|(?<=[lL])[iI][cC][eE][nN]|(?<=[dD])[rR][iI][vV][eE][rR])",
@@ -1142,7 +1142,7 @@ def _find_all_numbers(scan: str, region: re.Match[str], stage1: re.Pattern[str],
 
 _DOUBLED_SEPARATORS = re.compile(r"[0-9][-. ]{2}", re.ASCII)
 _MIXED_SEPARATORS = re.compile(
-    r"[0-9][. ][0-9]{1,7} ?- ?[0-9]|[0-9] ?- ?[0-9]{1,7}[. ][0-9]|[0-9] [0-9]{1,7}[.][0-9]|[0-9][.][0-9]{1,7} [0-9]",
+    r"(?<!\+8)(?<!008)[0-9][. ][0-9]{1,7} ?- ?[0-9]|[0-9] ?- ?[0-9]{1,7}[. ][0-9]|[0-9] [0-9]{1,7}[.][0-9]|[0-9][.][0-9]{1,7} [0-9]",
     re.ASCII,
 )
 
