@@ -58,9 +58,9 @@ _LINE_BREAKS = str.maketrans("", "", "\r\n")
 def fold(text: str, hyphens: bool = False) -> Mapped | None:
     """The folded text with its offset map, or None when nothing folds.
 
-    `hyphens`: odd separators become hyphens instead of spaces, except
-    spaces and dots, which stay as written (a lone space ends a value:
-    ``010-1234-5678 12:30``; dots join versions and addresses: ``10.0.0.1``).
+    `hyphens`: odd separators without spaces become hyphens instead (a run
+    with a space ends a value: ``010-1234-5678 12:30``, ``a / b``; dots stay
+    as written: ``10.0.0.1``).
     The pipeline reads both forms: a layout that is an account by itself
     (``011--016--7106``) needs hyphens; spaced groups need an account word."""
     out = Builder()
@@ -139,8 +139,10 @@ def _fold_run(text: str, start: int, end: int, hyphens: bool) -> list[tuple[str,
             pieces.extend((d, i, i + 1) for d, i in zip(group, offsets, strict=True))
         elif not uniform and "(" not in group and ")" not in group:
             kept = group.translate(_LINE_BREAKS)
-            if not hyphens or not kept.strip(". "):
-                joiner = " " if not hyphens else (kept or " ")  # dots and lone spaces stay as written
+            if not hyphens:
+                joiner = " "
+            elif " " in kept or not kept.strip("."):
+                joiner = " " if " " in kept else kept  # spaced runs end a value; dots stay as written
             else:
                 joiner = "-"
             pieces.append((joiner if kept or breaks_separate else "", offsets[0], offsets[-1] + 1))

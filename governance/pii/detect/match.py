@@ -197,6 +197,7 @@ __all__ = [
     "detection",
     "normalise",
     "opaque_runs",
+    "resolve",
 ]
 
 
@@ -361,7 +362,8 @@ _HINT_ASCII = re.compile(
     r"|(?<=[\[({])[ \t]*(?:[Aa][Tt]|@|[Dd][Oo][Tt]|\.)[ \t]*[\]})])"
     # doubled separators; a dot on one side, a hyphen or space on the other; " at ", " dot "
     r"|(?<=[-. ])(?:(?<=[0-9][-. ])[-. _/]+[0-9]"
-    r"|(?<=[0-9][. ])(?<!\+82[. ])(?<!0082[. ])[0-9]{1,7} ?- ?[0-9]|(?<=[0-9]-)[0-9]{1,7}[. ][0-9]|(?<=[0-9] -) ?[0-9]{1,7}[. ][0-9]"
+    r"|(?<=[0-9][. ])(?<!\+82[. ])(?<!0082[. ])[0-9]{1,7} ?- ?[0-9]"
+    r"|(?<=[0-9]-)[0-9]{1,7}[. ][0-9]|(?<=[0-9] -) ?[0-9]{1,7}[. ][0-9]"
     r"|(?<=[0-9] )[0-9]{1,7}\.[0-9]|(?<=[0-9]\.)[0-9]{1,7} [0-9]"
     r"|(?<= )(?:[Aa][Tt]|[Dd][Oo][Tt]|arroba) )"
     # a look-alike letter next to a digit, standing apart from other letters
@@ -1097,7 +1099,7 @@ def _resolve_key(c: _Candidate) -> tuple[int, int, float, int]:
     return (c[1] - c[2], -_PRIORITY[c[0]], -c[3], c[1])
 
 
-def _resolve(candidates: list[_Candidate]) -> list[_Candidate]:
+def resolve(candidates: list[_Candidate]) -> list[_Candidate]:
     """Keep a non-overlapping subset: longest first, then priority, then confidence."""
     if len(candidates) == 1:
         return candidates
@@ -1142,7 +1144,8 @@ def _find_all_numbers(scan: str, region: re.Match[str], stage1: re.Pattern[str],
 
 _DOUBLED_SEPARATORS = re.compile(r"[0-9][-. ]{2}", re.ASCII)
 _MIXED_SEPARATORS = re.compile(
-    r"(?<!\+8)(?<!008)[0-9][. ][0-9]{1,7} ?- ?[0-9]|[0-9] ?- ?[0-9]{1,7}[. ][0-9]|[0-9] [0-9]{1,7}[.][0-9]|[0-9][.][0-9]{1,7} [0-9]",
+    r"(?<!\+8)(?<!008)[0-9][. ][0-9]{1,7} ?- ?[0-9]|[0-9] ?- ?[0-9]{1,7}[. ][0-9]"
+    r"|[0-9] [0-9]{1,7}[.][0-9]|[0-9][.][0-9]{1,7} [0-9]",
     re.ASCII,
 )
 
@@ -1225,7 +1228,7 @@ def detect_spans(text: str, hinted: Callable[[str], list[_Candidate]] | None = N
         _find_passports(text, found)
     if len(found) < 2:
         return found
-    return _resolve(found)
+    return resolve(found)
 
 
 def detect_normalised(text: str) -> list[_Candidate]:
@@ -1250,7 +1253,7 @@ def detect_normalised(text: str) -> list[_Candidate]:
     if "여권" in scan or "assport" in scan.lower():
         _find_passports(scan, found)
     if len(found) > 1:
-        found = _resolve(found)
+        found = resolve(found)
     if moves is None or not found:
         return found
     offset = _original_offset

@@ -48,7 +48,7 @@ def _hinted(text: str, depth: int = 0) -> list[_Candidate]:
     """The match stage saw a hint of a hidden value: the normalised match, and the pipeline."""
     found = match.detect_normalised(text)
     extra = _deep(text, depth)
-    return _merge([*found, *extra]) if extra else found
+    return _merge(found, extra) if extra else found
 
 
 def _deep(text: str, depth: int) -> list[_Candidate]:
@@ -106,9 +106,28 @@ def _encoded(base: str, decoded: Mapped | None, depth: int) -> list[_Candidate]:
     return found
 
 
-def _merge(candidates: list[_Candidate]) -> list[_Candidate]:
-    """Overlapping spans become one covering all of them; its kind is the
-    longest span's (then the higher-ranked kind's)."""
+def _merge(primary: list[_Candidate], extra: list[_Candidate]) -> list[_Candidate]:
+    """The match on the text itself, plus what decode and fold found besides.
+
+    A span of the decoded, folded text that overlaps one of the text's own
+    detections extends it (``&#48;10-1234-5678`` read whole, not its tail);
+    one that spans several (two phones joined into one "account") leaves them
+    as they are. Spans that still overlap become one covering both (masking more is
+    the safe side)."""
+    out = list(primary)
+    for cand in match.resolve(list(extra)):
+        hits = [i for i, p in enumerate(out) if p[1] < cand[2] and cand[1] < p[2]]
+        if not hits:
+            out.append(cand)
+        elif len(hits) == 1:
+            kind, start, end, conf = out[hits[0]]
+            if cand[1] <= start and end <= cand[2]:
+                kind, conf = cand[0], cand[3]  # a fuller reading of the same value
+            out[hits[0]] = (kind, min(start, cand[1]), max(end, cand[2]), conf)
+    return _union(out)
+
+
+def _union(candidates: list[_Candidate]) -> list[_Candidate]:
     candidates.sort(key=lambda c: (c[1], -c[2]))
     merged: list[list] = []
     for kind, start, end, conf in candidates:
