@@ -1156,7 +1156,7 @@ def _odd_separators(scan: str, start: int, end: int) -> bool:
     if _DOUBLED_SEPARATORS.search(region):
         return True
     separators = ("-" in region) + ("." in region) + (" " in region)
-    return separators > 1 and _MIXED_SEPARATORS.search(region) is not None
+    return separators > 1 and _MIXED_SEPARATORS.search(scan, max(0, start - 3), end) is not None  # sees "+82"
 
 
 def _near_digit(scan: str, i: int) -> bool:
