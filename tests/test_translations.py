@@ -136,6 +136,7 @@ KOREAN_DATA_MODULES = {
     "governance/pii/detect/labels.py",
     "governance/pii/detect/obfuscated.py",
     "governance/pii/detect/pipeline.py",
+    "governance/pii/detect/rules.py",
     "governance/pii/masking.py",
     "governance/schema_analysis.py",
     "governance/demo_company.py",
