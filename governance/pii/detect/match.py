@@ -326,6 +326,10 @@ _AT_DOT_WORD = (
 )
 _WORD_SEP = r"[-. _/~\\\t\n]"  # a separator next to number words
 _OTHER_HINT_STARTS = '골앳주외여면닷점쩜~&<%\\\\\r\n"@\\[({aAdD'  # a class body: backslash, CR, LF escaped
+# The number words a spoken number can hardly do without (공/영 for 0, and the
+# rarer syllables): a run of eight digits all written 일, 이, 사 or 오 is
+# (4/10)^8, and those four are the commonest syllables of Korean prose.
+_RARE_WORDS = "".join(ch for ch in _NUMBER_WORDS if ch not in "일이사오")
 _HINT_STARTS = _NUMBER_WORDS + _OTHER_HINT_STARTS + "OolIA-Z"
 _OTHER_HINT_TAILS = (
     r"(?<=[골앳주외여면])(?:(?<=골)(?=뱅)|(?<=앳)|(?<=주)(?=민)|(?<=외)(?=국인)|(?<=여)(?=권)|(?<=면)(?=허))"
@@ -357,8 +361,11 @@ _LETTER_HINT_TAILS = (
 _STAGE1_RAW = re.compile(
     f"[0-9/_{NORMALISABLE_BMP}\\U00010000-\\U0010ffff{_HINT_STARTS}]"
     f"(?:(?<=[0-9]){_REGION_TAIL}"
-    f"|(?<=[{_NUMBER_WORDS}])(?=[{_NUMBER_WORDS}])(?:(?=.(?:[{_NUMBER_WORDS}]|{_WORD_SEP}{{0,3}}[0-9]))"
-    f"|(?<=[0-9][{_NUMBER_WORDS}])|(?<=[0-9]{_WORD_SEP}[{_NUMBER_WORDS}])|(?<=[0-9]{_WORD_SEP}{{2}}[{_NUMBER_WORDS}]))"
+    f"|(?<=[{_RARE_WORDS}])(?:(?={_WORD_SEP}?[{_NUMBER_WORDS}0-9])|(?<=[{_NUMBER_WORDS}0-9].)"
+    f"|(?<=[{_NUMBER_WORDS}0-9]{_WORD_SEP}.))"
+    # the common four count between a digit and a number: 010-일이사오-5678
+    # (not "15일 오후", a date: no space after)
+    f"|(?<=[일이사오])(?:(?<=[0-9].)|(?<=[0-9]{_WORD_SEP}.))(?=[-._/~]?[{_NUMBER_WORDS}0-9])"
     f"|(?<=[{_OTHER_HINT_STARTS}])(?:{_OTHER_HINT_TAILS})"
     f"|(?<=[{_LETTER_HINT_STARTS}])(?:{_LETTER_HINT_TAILS})"
     f"|(?<![0-9{_HINT_STARTS}]))"
