@@ -1,20 +1,23 @@
 """The detectors as a pipeline: decode, fold, match and validate.
 
-1. Match on the text as it is (governance.pii.detect.match): the formats,
-   their checksums (RRN, Luhn) and context rules, with compatibility forms
-   and invisible characters folded there already. Most cells stop here.
-2. A prefilter (`_may_hide`, substring tests and a few character-class
-   searches) asks whether the text could hide a value from step 1: escapes
-   or markup, a base64 run, number words, look-alike letters, odd separators,
-   an obfuscated e-mail, a label that names a value (RRN halves, passports,
-   licences). Text without any of these, the common case, costs just that.
-3. Otherwise the text is decoded (governance.pii.detect.decode), folded
-   (governance.pii.detect.fold) with an offset map, matched again, and read
-   by the finders that need the folded form (obfuscated e-mails, labelled
-   values); base64 and JWT segments are decoded and scanned on their own, a
+1. Match on the text as it is (governance.pii.detect.match, its rules in
+   governance.pii.detect.rules): the formats, their checksums (RRN, Luhn)
+   and context rules, with compatibility forms and invisible characters
+   folded there already. Most cells stop here.
+2. The prefilter is the match stage's own first search: it also stops at a
+   hint that the text may hide a value (an escape or tag, a base64 run,
+   number words, look-alike letters, odd or mixed separators, an obfuscated
+   e-mail, a label that names a value: RRN halves, passports, licences) and
+   then hands the text to `_hinted` instead. Text without a hint costs no
+   second pass (bench/mask.py counts the cells that take the slow path).
+3. `_hinted` decodes the text (governance.pii.detect.decode), folds it
+   (governance.pii.detect.fold, as spaces and as hyphens) with an offset map,
+   matches again, and runs the finders that need the folded form
+   (governance.pii.detect.obfuscated, governance.pii.detect.labels); base64
+   and JWT segments are decoded and scanned with the words around them, a
    value inside masking the whole segment. Every span maps back to the
-   original text, and the spans of both passes are merged: overlapping spans
-   become one covering both (masking more is the safe side).
+   original text (governance.pii.detect.offsets) and is merged with the
+   match on the text itself (see _merge).
 """
 
 from __future__ import annotations
