@@ -23,8 +23,11 @@ Usage: .venv/bin/python bench/mask.py [--cells N] [--runs N] [--no-presidio] [--
 Dev-only dependencies for the comparison (no model download is needed):
     .venv/bin/pip install presidio-analyzer==2.2.363 presidio-anonymizer==2.2.363 spacy==3.8.18
 Without them the bench still reports our figure. Prints figures; the last line
-is the headline. Goal: >= 250,000 cells/s and >= 200x Presidio's throughput.
-A planted PII value that survives our masking is a failure (exit status 1).
+is the headline. Goal: >= 250,000 cells/s, >= 100x Presidio's throughput and
+>= 50% of the bare scan's. A planted PII value that survives our masking is a
+failure (exit status 1), in the corpus or re-spelled (bench/mask_spellings.py:
+number words, look-alikes, entities, markup, percent/base64, odd separators,
+obfuscated e-mails; those cells also give the decode/fold path's cost).
 """
 
 from __future__ import annotations
@@ -44,12 +47,16 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from mask_spellings import hidden_cells, run_hidden, slow_path_share  # noqa: E402
+
 from governance.pii.known_values import EMPTY, KnownValues  # noqa: E402
 from governance.pii.masking import InMemoryVault, MaskCounts, format_token, mask_string  # noqa: E402
 
 SEED = 20240315
 GOAL_RATE = 250_000
-GOAL_RATIO = 200
+GOAL_RATIO = 100
+GOAL_BARE_SHARE = 0.5  # of the bare scan's throughput
+HIDDEN_CELLS = 2_000  # planted values re-spelled for the decode/fold path
 PRESIDIO_BUDGET_S = 180.0  # over this for the full corpus, Presidio runs on a fixed subset
 PRESIDIO_SUBSET_STEP = 10  # the subset: every 10th cell (10,000 of the default 100,000)
 PRESIDIO_MIN_SUBSET = 10_000
@@ -613,6 +620,16 @@ def main() -> int:
         f"bare scan (one compiled pattern, finditer, no validation or tokens): {n / bare:,.0f} cells/s; "
         f"the engine runs at {bare / best:.0%} of it"
     )
+    slow = slow_path_share(cells)
+    print(f"pipeline: {slow:,} of {n:,} corpus cells ({slow / n:.2%}) go through decode and fold")
+    hidden = hidden_cells(corpus.planted, 200 if args.smoke else HIDDEN_CELLS, args.seed)
+    mask_one = _masker()
+    hidden_s = min(run_hidden(mask_one, hidden)[0] for _ in range(max(1, args.runs)))
+    hidden_leaks = run_hidden(mask_one, hidden)[1]
+    print(
+        f"pipeline on re-spelled values (decode and fold): {len(hidden) / hidden_s:,.0f} cells/s "
+        f"({hidden_s / len(hidden) * 1e6:.1f} us/cell); {hidden_leaks} of {len(hidden):,} leak the spelled value"
+    )
     for size in vault_sizes:
         known = vault_of(size, args.seed)
         with_known = min(run_ours(cells, known)[0] for _ in range(max(1, args.runs)))
@@ -648,13 +665,20 @@ def main() -> int:
         headline_theirs, ratio = f"{theirs:,.0f}", f"{ours / theirs:,.0f}"
     else:
         headline_theirs, ratio = "n/a", "n/a"
-    if our_leaks.leaked_cells:
-        print(f"FAIL: {our_leaks.leaked_cells} cells leak a planted PII value through our masking")
+    if our_leaks.leaked_cells or hidden_leaks:
+        print(f"FAIL: {our_leaks.leaked_cells + hidden_leaks} cells leak a planted PII value through our masking")
     print(
-        f"mask: {ours:,.0f} cells/s, presidio: {headline_theirs} cells/s, ratio {ratio}× "
-        f"(goal ≥ {GOAL_RATE:,} cells/s and ≥ {GOAL_RATIO}×)"
+        f"mask: {ours:,.0f} cells/s, presidio: {headline_theirs} cells/s, ratio {ratio}×, "
+        f"{bare / best:.0%} of the bare scan "
+        f"(goal ≥ {GOAL_RATE:,} cells/s, ≥ {GOAL_RATIO}× presidio, ≥ {GOAL_BARE_SHARE:.0%} of the bare scan)"
     )
-    return 1 if our_leaks.leaked_cells else 0
+    return 1 if our_leaks.leaked_cells or hidden_leaks else 0
+
+
+def _masker():
+    vault = InMemoryVault()
+    counts = MaskCounts()
+    return lambda cell: mask_string(cell, vault, counts)
 
 
 def per_type_cost(corpus: Corpus) -> list[str]:

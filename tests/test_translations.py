@@ -131,6 +131,12 @@ def test_every_translatable_string_in_the_source_is_translated(tmp_path):
 KOREAN_DATA_MODULES = {
     "governance/pii/kinds.py",
     "governance/pii/detectors.py",
+    "governance/pii/detect/match.py",
+    "governance/pii/detect/fold.py",
+    "governance/pii/detect/labels.py",
+    "governance/pii/detect/obfuscated.py",
+    "governance/pii/detect/pipeline.py",
+    "governance/pii/detect/rules.py",
     "governance/pii/masking.py",
     "governance/schema_analysis.py",
     "governance/demo_company.py",
