@@ -21,7 +21,7 @@ class ConversationQuerySet(models.QuerySet):
         return self.filter(deleted_at__isnull=True)
 
     def due_for_purge(self, *, now, idle_days: int, deleted_days: int) -> ConversationQuerySet:
-        """Seed 003: a conversation goes `idle_days` after its last activity,
+        """A conversation goes `idle_days` after its last activity,
         or `deleted_days` after its owner deleted it."""
         from datetime import timedelta
 

@@ -77,7 +77,12 @@ def record_exposure_opened(*, resource: Resource, before: str | None, request=No
     from audit.events import audit_event_write
     from audit.models import EventKind, ResourceKind
 
-    kind = ResourceKind.DB_CONNECTION if isinstance(resource, DbConnection) else ResourceKind.DOCUMENT_COLLECTION
+    if isinstance(resource, DbConnection):
+        kind = ResourceKind.DB_CONNECTION
+    elif isinstance(resource, DocumentCollection):
+        kind = ResourceKind.DOCUMENT_COLLECTION
+    else:
+        kind = ResourceKind.CONNECTOR  # the only other resource with an exposure
     audit_event_write(
         kind=EventKind.SETTINGS_CHANGE,
         request=request,
@@ -88,7 +93,7 @@ def record_exposure_opened(*, resource: Resource, before: str | None, request=No
 
 
 def embedding_exposure_warning() -> str | None:
-    """Seed 002: documents are sent to the embedding model when indexed. With a
+    """Documents are sent to the embedding model when indexed. With a
     public embedding provider, internal-only resources would leave the network
     that way, whatever the turn-level rules say."""
     from django.conf import settings

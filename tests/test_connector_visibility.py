@@ -206,6 +206,7 @@ def test_the_service_refuses_to_close_an_opened_connector(world):
     assert world["mail"].exposure == "all_models"
     (event,) = AuditEvent.objects.filter(kind="settings_change", details__setting="exposure of mail")
     assert event.details["after"] == "all_models"
+    assert (event.resource_kind, event.resource_id) == ("connector", str(world["mail"].pk))
 
 
 def test_direct_sql_cannot_close_an_opened_connector(world):

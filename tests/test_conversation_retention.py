@@ -1,4 +1,4 @@
-"""Seed 003: a conversation is purged one year after its last activity, or
+"""A conversation is purged one year after its last activity, or
 thirty days after its owner deleted it. Deleting hides it and deletes its
 token vault at once; the audit rows of what it touched always stay."""
 

@@ -1,4 +1,4 @@
-"""Seed 000: personal data never reaches the model. Tool results are masked
+"""Personal data never reaches the model. Tool results are masked
 before they become model input; tokens are stable per conversation; the
 server puts originals back only into SQL it runs; reveal is permissioned and
 audited."""

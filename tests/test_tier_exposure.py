@@ -1,4 +1,4 @@
-"""Seed 002: internal-only data never reaches an external model.
+"""Internal-only data never reaches an external model.
 
 A whole conversation against the recording model server proves that on a
 public-tier turn nothing about an internal-only resource (name, business

@@ -1,6 +1,7 @@
 """The production ASGI application plus static files, for browser tests.
 
-daphne serves no static files (production puts a proxy in front: README);
+the tests' daphne runs without collectstatic (production serves STATIC_ROOT
+through whitenoise: README);
 the browser needs the page's scripts and styles. Django's own static handler
 answers /static/ requests and passes everything else, websockets included,
 to owlai.asgi unchanged (what `manage.py runserver --insecure` does)."""
