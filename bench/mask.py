@@ -25,7 +25,7 @@ Dev-only dependencies for the comparison (no model download is needed):
 Without them the bench still reports our figure. Prints figures; the last line
 is the headline. Goal: >= 250,000 cells/s, >= 100x Presidio's throughput and
 >= 50% of the bare scan's. A planted PII value that survives our masking is a
-failure (exit status 1), in the corpus or re-spelled (bench/mask_spellings.py:
+failure (exit status 1), in the corpus or re-spelled (bench/_mask_spellings.py:
 number words, look-alikes, entities, markup, percent/base64, odd separators,
 obfuscated e-mails; those cells also give the decode/fold path's cost).
 """
@@ -47,7 +47,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from mask_spellings import hidden_cells, run_hidden, slow_path_share  # noqa: E402
+from _mask_spellings import hidden_cells, run_hidden, slow_path_share  # noqa: E402
 
 from governance.pii.known_values import EMPTY, KnownValues  # noqa: E402
 from governance.pii.masking import InMemoryVault, MaskCounts, format_token, mask_string  # noqa: E402

@@ -22,7 +22,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from django.utils.translation import gettext, gettext_noop
+from django.utils.translation import gettext
+
+
+def gettext_noop(message: str) -> str:
+    """Marks a msgid for extraction (Django's own needs settings at import;
+    the SQL guard imports this module without Django, e.g. in bench/)."""
+    return message
+
 
 # The executor's frame around a refusal for the model ("refused: <reason>").
 # The person's screen already says the step was refused, so `localize` drops it.

@@ -83,13 +83,15 @@ import functools
 import re
 from dataclasses import dataclass, field
 
-from django.utils.translation import gettext_noop
 from sqlglot import exp
 from sqlglot.dialects.dialect import Dialect
 from sqlglot.errors import ParseError, TokenError
 from sqlglot.tokens import Token, TokenType
 
-from governance.refusals import Reason
+from governance.refusals import (
+    Reason,
+    gettext_noop,  # Django's needs settings at import
+)
 from governance.sql.binding import BOUND_OPERATORS
 from governance.sql.dialects import JSON_ARROW_FIX_EVERYWHERE, POSTGRES, SUPPORTED_DIALECTS, lambda_free
 from governance.sql.functions import allowed_functions, allowed_settings
