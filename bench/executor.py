@@ -78,6 +78,12 @@ SCHEMA = {
     "orders": {"id": "", "customer_id": "", "amount": "", "status": "", "created_at": ""},
     "consultations": {"id": "", "customer_id": "", "category": "", "memo": "", "created_at": ""},
 }
+# Column types as schema analysis stores them, and the text columns it found
+# to hold single short words only (`structured`: readable through functions);
+# `memo` stays free text. Without types the executor would read them from the
+# customer database, which the bench stubs.
+TYPES = {"id": "integer", "customer_id": "integer", "amount": "numeric", "created_at": "timestamp"}
+STRUCTURED = {"city", "grade", "status", "category"}
 
 
 def pg_reachable() -> bool:
@@ -142,6 +148,7 @@ def run(calls: int, *, profile: bool = False, vault_sizes: tuple[int, ...] = (10
     from chat.context import TurnContext
     from chat.services import conversation_create
     from governance.models import ColumnClassification, DbConnection, DbGrant, Role
+    from governance.schema_analysis import REASONS
     from governance.sql.execute import QueryResult
 
     call_command("migrate", verbosity=0)
@@ -155,6 +162,8 @@ def run(calls: int, *, profile: bool = False, vault_sizes: tuple[int, ...] = (10
             pii_kind=kind,
             source="auto",
             state="confirmed",
+            data_type=TYPES.get(column, "text"),
+            reason=REASONS["structured"] if column in STRUCTURED else "",
         )
         for table, columns in SCHEMA.items()
         for column, kind in columns.items()
