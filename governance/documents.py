@@ -16,7 +16,7 @@ from audit.changes import Fields
 from audit.governed import GovernedModel, register_governed
 from audit.models import EventKind, ResourceKind
 from governance.models import Document, DocumentCollection, Role
-from governance.services import role_grants_snapshot, role_permission_change_record
+from governance.services import roles_losing_grants
 
 
 def body_digest(text: str) -> dict:
@@ -95,18 +95,8 @@ def collection_update(
 def collection_delete(*, instance: DocumentCollection, actor: Actor):
     """Delete a collection with its documents; roles that granted it lose it
     (each a permission-change event, like a deleted connection)."""
-    with transaction.atomic():
-        roles = list(Role.objects.filter(document_collections=instance).order_by("pk"))
-        before = {role.pk: role_grants_snapshot(role_id=role.pk) for role in roles}
+    with transaction.atomic(), roles_losing_grants(Role.objects.filter(document_collections=instance), actor=actor):
         event = COLLECTIONS.delete(instance=instance, actor=actor)
-        for role in roles:
-            role_permission_change_record(
-                role_id=role.pk,
-                role_name=role.name,
-                before=before[role.pk],
-                after=role_grants_snapshot(role_id=role.pk),
-                actor=actor,
-            )
     return event
 
 

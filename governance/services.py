@@ -6,6 +6,8 @@ Each action is keyword-only and atomic (HackSoft style); the admin calls these.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from django.db import transaction
 from django.utils.translation import gettext as _
@@ -195,6 +197,25 @@ def role_permission_change_record(
             **change_record(_grants_values(before), _grants_values(after), _GRANT_FIELDS),
         },
     )
+
+
+@contextmanager
+def roles_losing_grants(roles, *, request=None, actor=None) -> Iterator[None]:
+    """Around a deletion that takes grants away (a connection, a collection,
+    a connector): one role-updated event per role in `roles` whose grants
+    changed, with their before and after. Inside the caller's transaction."""
+    roles = list(roles.order_by("pk"))
+    before = {role.pk: role_grants_snapshot(role_id=role.pk) for role in roles}
+    yield
+    for role in roles:
+        role_permission_change_record(
+            role_id=role.pk,
+            role_name=role.name,
+            before=before[role.pk],
+            after=role_grants_snapshot(role_id=role.pk),
+            request=request,
+            actor=actor,
+        )
 
 
 def role_save(*, instance: Role, actor: Actor, related=None):
@@ -448,21 +469,12 @@ def db_connection_delete(*, connection: DbConnection, request=None, actor=None) 
     record: a connection_deleted event for the connection (its settings, not
     its DSN) and a role_updated event for every role whose grant went
     with it."""
-    roles = list(Role.objects.filter(db_grants__connection=connection).distinct().order_by("pk"))
-    before = {role.pk: role_grants_snapshot(role_id=role.pk) for role in roles}
     settings_ = db_connection_settings(connection_id=connection.pk)
     classified = connection.classifications.count()
     connection_id = connection.pk
-    connection.delete()
-    for role in roles:
-        role_permission_change_record(
-            role_id=role.pk,
-            role_name=role.name,
-            before=before[role.pk],
-            after=role_grants_snapshot(role_id=role.pk),
-            request=request,
-            actor=actor,
-        )
+    roles = Role.objects.filter(db_grants__connection=connection).distinct()
+    with roles_losing_grants(roles, request=request, actor=actor):
+        connection.delete()
     if settings_ is not None:
         connection.pk = connection_id
         _record_connection(

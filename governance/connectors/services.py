@@ -40,7 +40,7 @@ from governance.models import (
     Role,
     validate_secret_headers,
 )
-from governance.services import GovernanceError, _record_setting, role_grants_snapshot, role_permission_change_record
+from governance.services import GovernanceError, _record_setting, roles_losing_grants
 
 logger = logging.getLogger(__name__)
 
@@ -382,18 +382,8 @@ def connector_update(*, connector: Connector, actor: Actor, **fields):
 def connector_delete(*, instance: Connector, actor: Actor):
     """Delete a connector with its tools; roles that allowed it lose it (each
     a permission-change event)."""
-    with transaction.atomic():
-        roles = list(Role.objects.filter(connectors=instance).order_by("pk"))
-        before = {role.pk: role_grants_snapshot(role_id=role.pk) for role in roles}
+    with transaction.atomic(), roles_losing_grants(Role.objects.filter(connectors=instance), actor=actor):
         event = CONNECTORS.delete(instance=instance, actor=actor)
-        for role in roles:
-            role_permission_change_record(
-                role_id=role.pk,
-                role_name=role.name,
-                before=before[role.pk],
-                after=role_grants_snapshot(role_id=role.pk),
-                actor=actor,
-            )
     return event
 
 
