@@ -131,18 +131,7 @@ def _run(turn: Turn) -> None:
     turn.model_name = model.name
     turn.provider_name = model.provider.name
     turn.tier = resolved.tier
-    ctx = TurnContext(
-        user_id=conversation.owner_id,
-        username=conversation.owner.get_username(),
-        tier=resolved.tier,
-        model_name=model.name,
-        provider_name=model.provider.name,
-        conversation_id=conversation.pk,
-        turn_id=turn.pk,
-        origin=turn.origin,
-        origin_ref=turn.origin_ref,
-        language=lifecycle.turn_language(turn),
-    )
+    ctx = _turn_context(turn, conversation, model, tier=resolved.tier)
     emit(
         ServerEvent.TURN_ACCEPTED,
         {
@@ -175,17 +164,7 @@ def _resume(turn: Turn) -> None:
     if model is None or not model.usable or model.provider.tier != turn.tier:
         lifecycle.fail(turn, emit, _("The model of this turn is no longer available."))
         return
-    ctx = TurnContext(
-        user_id=conversation.owner_id,
-        username=conversation.owner.get_username(),
-        tier=turn.tier,
-        model_name=model.name,
-        provider_name=model.provider.name,
-        conversation_id=conversation.pk,
-        turn_id=turn.pk,
-        origin=turn.origin,
-        origin_ref=turn.origin_ref,
-    )
+    ctx = _turn_context(turn, conversation, model, tier=turn.tier)
     try:
         # The tools' per-run state and the decided approval, as the run stored them.
         session = ToolSession.from_json(ctx, stored_session, approvals=ConnectorApprovalGate())
@@ -335,3 +314,20 @@ class _ReleasingDbClient:
         if not connection.in_atomic_block:
             connection.close()
         return self._client.complete(**kwargs)
+
+
+def _turn_context(turn: Turn, conversation: Conversation, model, *, tier: str) -> TurnContext:
+    """What every tool call of this run sees, the same for a first run and a
+    resumed one (a resumed run kept its language too)."""
+    return TurnContext(
+        user_id=conversation.owner_id,
+        username=conversation.owner.get_username(),
+        tier=tier,
+        model_name=model.name,
+        provider_name=model.provider.name,
+        conversation_id=conversation.pk,
+        turn_id=turn.pk,
+        origin=turn.origin,
+        origin_ref=turn.origin_ref,
+        language=lifecycle.turn_language(turn),
+    )
