@@ -31,14 +31,15 @@ def run_turn(turn_id: int) -> None:
 
 @shared_task(name="chat.recover_turns", ignore_result=True)
 def recover_turns() -> None:
-    """Beat, every OWLAI_TURN_RECOVERY_SECONDS: fail turns whose worker died,
+    """Every OWLAI_TURN_RECOVERY_SECONDS, from beat or a worker's sweep timer,
+    under the sweep's lease (owlai.ops.sweeps): fail turns whose worker died,
     enqueue once more turns no worker claimed (chat.turns.recovery.turns_recover)."""
     turns_recover()
 
 
 @shared_task(name="chat.expire_approvals", ignore_result=True)
 def expire_approvals() -> int:
-    """Beat, every OWLAI_APPROVAL_SWEEP_SECONDS: approval requests nobody
+    """Every OWLAI_APPROVAL_SWEEP_SECONDS, under the sweep's lease: approval requests nobody
     answered in time expire and their turns go on (chat.approvals)."""
     from chat.approvals import tool_approvals_expire
 
@@ -51,3 +52,12 @@ def purge_conversations() -> int:
     from chat.retention import conversations_purge
 
     return conversations_purge()
+
+
+@shared_task(name="chat.requeue_after_broker_restart", ignore_result=True)
+def requeue_after_broker_restart() -> int:
+    """One worker, when the broker's Redis restarted (owlai.ops.sweeps): every
+    queued turn goes to the broker once more at once."""
+    from chat.turns.recovery import turns_requeue_queued
+
+    return turns_requeue_queued()

@@ -1,11 +1,13 @@
 """Celery app. Workers load the same settings, so a bad install config or a
 too-short retention stops the worker exactly as it stops the web process."""
 
+import logging
 import os
+import time
 
 from celery import Celery
 from celery.backends.base import DisabledBackend
-from celery.signals import worker_init, worker_ready
+from celery.signals import beat_init, worker_init, worker_ready, worker_shutdown
 from kombu.transport import TRANSPORT_ALIASES
 
 from owlai.broker import TRANSPORTS
@@ -126,3 +128,58 @@ def _freeze_before_the_pool(**kwargs) -> None:
 def _freeze_once_ready(**kwargs) -> None:
     # What the consumer and a threads pool built since, too (owlai.startup).
     freeze_startup_objects()
+
+
+# --- No single point of failure (owlai.ops.sweeps) ---------------------------
+_sweep_timer = None
+
+
+@worker_init.connect
+def _lease_the_sweeps(**kwargs) -> None:
+    # Before the pool starts, so prefork children inherit the guarded tasks.
+    from owlai.ops.leases import process_name
+    from owlai.ops.sweeps import guard_sweep_tasks
+
+    app.loader.import_default_modules()
+    guard_sweep_tasks(app, process_name("worker"))
+
+
+@worker_ready.connect
+def _start_the_sweep_timer(**kwargs) -> None:
+    global _sweep_timer
+    from owlai.ops.leases import process_name
+    from owlai.ops.sweeps import SweepTimer
+
+    _sweep_timer = SweepTimer(app, process_name("worker"))
+    _sweep_timer.start()
+
+
+@worker_shutdown.connect
+def _stop_the_sweep_timer(**kwargs) -> None:
+    if _sweep_timer is not None:
+        _sweep_timer.stop()
+
+
+@beat_init.connect
+def _beat_heartbeat(**kwargs) -> None:
+    """Beat says it is alive every OWLAI_BEAT_HEARTBEAT_SECONDS (/readyz)."""
+    import threading
+
+    from django.conf import settings
+    from django.db import connection
+
+    from owlai.ops.leases import heartbeat, process_name
+    from owlai.ops.models import ProcessHeartbeat
+
+    name = process_name("beat")
+
+    def beat() -> None:
+        while True:
+            try:
+                heartbeat(name, ProcessHeartbeat.KIND_BEAT)
+            except Exception as exc:
+                logging.getLogger(__name__).warning("beat heartbeat not written: %s", exc)
+                connection.close()
+            time.sleep(settings.OWLAI_BEAT_HEARTBEAT_SECONDS)
+
+    threading.Thread(target=beat, name="owlai-beat-heartbeat", daemon=True).start()

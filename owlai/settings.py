@@ -46,6 +46,7 @@ INSTALLED_APPS = [
     "drf_spectacular_sidecar",
     "channels",
     "rangefilter",  # date-time range filter of the audit screens
+    "owlai.ops",  # sweep leases and process heartbeats (lowest layer)
     "accounts",
     "governance",
     "chat",
@@ -260,6 +261,21 @@ CELERY_BEAT_SCHEDULE = {
         "options": {"expires": env.float("OWLAI_APPROVAL_SWEEP_SECONDS", default=10.0)},
     },
 }
+# No single point of failure (owlai.ops.sweeps): every worker looks every
+# SWEEP_TICK seconds whether a sweep of the schedule above is due and runs it
+# under a database lease, so sweeps go on with beat down and run once per
+# period with two beats. Beat and workers write heartbeats read by /readyz
+# (stale after 3 periods).
+OWLAI_SWEEP_TICK_SECONDS = env.float("OWLAI_SWEEP_TICK_SECONDS", default=1.0)
+OWLAI_WORKER_HEARTBEAT_SECONDS = env.float("OWLAI_WORKER_HEARTBEAT_SECONDS", default=10.0)
+OWLAI_BEAT_HEARTBEAT_SECONDS = env.float("OWLAI_BEAT_HEARTBEAT_SECONDS", default=10.0)
+# Run by one worker when the broker's Redis restarted (its run id changed).
+OWLAI_BROKER_RESTART_TASK = "chat.requeue_after_broker_restart"
+# /readyz and /metrics (owlai.health): a request passes with the bearer token
+# OWLAI_OPS_TOKEN, or from an address in OWLAI_OPS_ALLOWED_NETWORKS
+# (default loopback only). Everything else gets 403.
+OWLAI_OPS_TOKEN = env.str("OWLAI_OPS_TOKEN", default="")
+OWLAI_OPS_ALLOWED_NETWORKS = env.list("OWLAI_OPS_ALLOWED_NETWORKS", default=["127.0.0.0/8", "::1/128"])
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True

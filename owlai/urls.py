@@ -4,6 +4,7 @@ from django.utils.translation import gettext_lazy as _
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
 
 from accounts.views import set_language
+from owlai import health, metrics
 
 # The admin is OwlAI's, not a generic "Django administration".
 admin.site.site_header = _("OwlAI administration")
@@ -11,6 +12,10 @@ admin.site.site_title = _("OwlAI admin")
 admin.site.index_title = _("Governance and audit")
 
 urlpatterns = [
+    # Operations (owlai.health): token or allowed network only.
+    path("healthz", health.healthz, name="healthz"),
+    path("readyz", health.readyz, name="readyz"),
+    path("metrics", metrics.metrics_view, name="metrics"),
     path("admin/", admin.site.urls),
     path("accounts/", include("django.contrib.auth.urls")),
     # The switcher: Django's, plus the signed-in user's choice is stored.

@@ -1,6 +1,7 @@
 """Recovery: the database says what a lost worker or a lost message
-left. Beat runs `turns_recover` every OWLAI_TURN_RECOVERY_SECONDS; a turn
-whose worker died is failed, visibly, never re-run.
+left. `turns_recover` runs every OWLAI_TURN_RECOVERY_SECONDS, in whichever
+worker takes the sweep's lease (owlai.ops.sweeps; beat's message takes the
+same lease); a turn whose worker died is failed, visibly, never re-run.
 """
 
 from __future__ import annotations
@@ -28,8 +29,8 @@ class RecoveryReport:
 
 
 def turns_recover(*, conversation_id=None, requeue: bool = True) -> RecoveryReport:
-    """Beat, every OWLAI_TURN_RECOVERY_SECONDS (and `turn_start`, for its own
-    conversation, without re-enqueueing):
+    """Every OWLAI_TURN_RECOVERY_SECONDS, under the sweep's lease (and
+    `turn_start`, for its own conversation, without re-enqueueing):
 
     - a running turn whose heartbeat is older than OWLAI_TURN_STALE_SECONDS
       lost its worker: it is failed (never re-run: its model and tool calls
@@ -108,3 +109,20 @@ def _turn_fail_abandoned(*, turn_id: int, condition: Q, code: str, message) -> b
     with translation.override(lifecycle.turn_language(turn)):
         text = str(message)
     return lifecycle.fail_abandoned(turn, condition=condition, code=code, message=text)
+
+
+def turns_requeue_queued() -> int:
+    """The broker restarted and may have lost its messages: every queued turn
+    is enqueued once more now (not after OWLAI_TURN_QUEUE_SECONDS). A turn
+    whose first message survived runs once all the same: the worker's claim
+    is a conditional UPDATE, and the second message finds it claimed. Its
+    queue clock starts again (`requeued_at`), so it is failed only if this
+    message too goes unclaimed for OWLAI_TURN_QUEUE_SECONDS."""
+    sent = 0
+    queued = Q(status=TurnStatus.QUEUED)
+    for turn_id in Turn.objects.filter(queued).values_list("pk", flat=True):
+        if _turn_requeue(turn_id=turn_id, condition=queued):
+            sent += 1
+    if sent:
+        logger.warning("broker restarted: %d queued turn(s) enqueued again", sent)
+    return sent

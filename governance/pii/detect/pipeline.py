@@ -119,8 +119,11 @@ def _merge(primary: list[_Candidate], extra: list[_Candidate]) -> list[_Candidat
             out.append(cand)
         elif len(hits) == 1:
             kind, start, end, conf = out[hits[0]]
-            if cand[1] <= start and end <= cand[2]:
-                kind, conf = cand[0], cand[3]  # a fuller reading of the same value
+            if cand[1] <= start and end <= cand[2] and OVERLAP_RANK.get(cand[0], 0) >= OVERLAP_RANK.get(kind, 0):
+                # A fuller reading of the same value names it, unless it is a
+                # vaguer format: a stray number word folded onto a phone
+                # ("사\n010-...") widens the mask but the value stays a phone.
+                kind, conf = cand[0], cand[3]
             out[hits[0]] = (kind, min(start, cand[1]), max(end, cand[2]), conf)
     return _union(out)
 
