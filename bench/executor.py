@@ -208,6 +208,8 @@ def run(calls: int, *, profile: bool = False, vault_sizes: tuple[int, ...] = (10
         profiler.disable()
         stats = pstats.Stats(profiler, stream=sys.stderr)
         stats.sort_stats(os.environ.get("BENCH_SORT", "tottime")).print_stats(int(os.environ.get("BENCH_TOP", "20")))
+        if os.environ.get("BENCH_CALLERS"):  # e.g. BENCH_CALLERS=parse: who calls it, how often
+            stats.print_callers(os.environ["BENCH_CALLERS"])
     pii_arguments = [json.dumps({"connection": "bench", "sql": PII_QUERY[0]})]
     pii_timings = timed_calls(executor_module, ctx, pii_arguments, max(calls // 4, 100))
     # The same query, but every call's 5 names are new to the conversation:

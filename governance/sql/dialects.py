@@ -8,6 +8,8 @@ ties them together.
 
 from __future__ import annotations
 
+import functools
+
 # sqlglot's names for the dialects of the supported engines.
 POSTGRES = "postgres"
 MYSQL = "mysql"
@@ -183,9 +185,20 @@ def parse_tokens(dialect: str, tokens: list, sql: str) -> list:
 
 def parse_sql(dialect: str, sql: str) -> list:
     """Tokenize and parse `sql`; what the guard, the binder, lineage and
-    re-identification must all use, so that they read the same tree."""
+    re-identification must all use, so that they read the same tree.
+
+    Every caller gets a tree of its own (lineage's qualify rewrites the one
+    it is given), copied from one parse: a call's statement is read by the
+    binder, by lineage for its outputs, its literals and its row count, and
+    a copy costs half a parse."""
+    return [statement.copy() if statement is not None else None for statement in _parsed(dialect, sql)]
+
+
+@functools.lru_cache(maxsize=256)
+def _parsed(dialect: str, sql: str) -> tuple:
+    # Never handed out: callers get copies, so no caller sees another's rewrite.
     parser = sql_dialect(dialect)
-    return parse_tokens(dialect, parser.tokenize(sql), sql)
+    return tuple(parse_tokens(dialect, parser.tokenize(sql), sql))
 
 
 def sql_dialect(dialect: str):
