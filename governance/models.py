@@ -10,7 +10,7 @@ from django.core.validators import RegexValidator, URLValidator
 from django.db import models
 from django.utils.translation import gettext_lazy as _
 
-from governance.pii.kinds import PiiKind
+from governance.pii.kinds import KINDS, PiiKind
 from governance.sql.dialects import DIALECT_BY_ENGINE
 from owlai import install_config
 
@@ -448,20 +448,17 @@ class DbGrant(models.Model):
         return f"{self.role} → {self.connection}: {scope}"
 
 
-class PiiKindChoice(models.TextChoices):
-    """governance.pii.kinds.PiiKind with translatable names (one member per
-    kind: tests/test_vocabulary.py checks the two match)."""
+# The admin's translated names of the personal-data kinds, derived from the
+# kind records (their admin labels are the msgids), most severe first.
+PiiKindChoice = models.TextChoices(
+    "PiiKindChoice", [(record.member, (record.id, _(record.admin_label))) for record in KINDS]
+)
 
-    RRN = PiiKind.RRN.value, _("Resident registration number")
-    FOREIGNER_RN = PiiKind.FOREIGNER_RN.value, _("Foreigner registration number")
-    PHONE = PiiKind.PHONE.value, _("Phone number")
-    EMAIL = PiiKind.EMAIL.value, _("Email")
-    CARD = PiiKind.CARD.value, _("Card number")
-    ACCOUNT = PiiKind.ACCOUNT.value, _("Bank account number")
-    PASSPORT = PiiKind.PASSPORT.value, _("Passport number")
-    DRIVER_LICENSE = PiiKind.DRIVER_LICENSE.value, _("Driver's licence number")
-    NAME = PiiKind.NAME.value, _("Name")
-    ADDRESS = PiiKind.ADDRESS.value, _("Address")
+
+def pii_kind_choices() -> list[tuple[str, str]]:
+    """The classification field's choices: a callable, so that a kind added
+    to governance.pii.kinds needs no migration."""
+    return PiiKindChoice.choices
 
 
 class ClassificationSource(models.TextChoices):
@@ -485,7 +482,7 @@ class ColumnClassification(models.Model):
     table_name = models.CharField(_("table"), max_length=300)
     column_name = models.CharField(_("column"), max_length=300)
     data_type = models.CharField(_("data type"), max_length=100, blank=True)
-    pii_kind = models.CharField(_("personal data kind"), max_length=20, choices=PiiKindChoice.choices, blank=True)
+    pii_kind = models.CharField(_("personal data kind"), max_length=20, choices=pii_kind_choices, blank=True)
     source = models.CharField(_("source"), max_length=10, choices=ClassificationSource.choices)
     state = models.CharField(_("state"), max_length=10, choices=ClassificationState.choices)
     confidence = models.FloatField(_("confidence"), default=0.0)

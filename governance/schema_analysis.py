@@ -28,6 +28,7 @@ from governance.models import (
     MaskStat,
     PiiKindChoice,
 )
+from governance.pii import kinds
 from governance.pii.detectors import detect
 from governance.services import GovernanceError, db_connection_account_check, db_connection_dsn
 from governance.sql.database_code import database_code
@@ -42,24 +43,10 @@ SAMPLE_SIZE = 50
 # unclassified: the detectors catch those values at query time anyway.
 SAMPLE_SHARE = 0.3
 
-# Column-name hints, matched against the name's parts (split on _ - . and
-# camelCase) or, for Korean, as substrings.
-NAME_HINTS: list[tuple[str, set[str], tuple[str, ...]]] = [
-    ("rrn", {"rrn", "ssn", "jumin", "resident"}, ("주민등록", "주민번호")),
-    ("frn", {"frn"}, ("외국인등록",)),
-    ("phone", {"phone", "tel", "mobile", "cellphone", "hp", "fax"}, ("전화", "연락처", "휴대폰", "핸드폰")),
-    ("email", {"email", "mail"}, ("이메일", "메일")),
-    ("card", {"card"}, ("카드번호",)),
-    ("account", {"account", "acct", "iban"}, ("계좌",)),
-    ("passport", {"passport"}, ("여권",)),
-    ("driver_license", {"license", "licence"}, ("면허",)),
-    ("address", {"address", "addr", "street"}, ("주소",)),
-    (
-        "name",
-        {"name", "fullname", "firstname", "lastname", "surname", "username", "nickname"},
-        ("이름", "성명", "고객명", "직원명"),
-    ),
-]
+# Column-name hints (governance.pii.kinds: each kind's record), matched
+# against the name's parts (split on _ - . and camelCase) or, for Korean, as
+# substrings; names are tried last (``email_address`` is an e-mail).
+NAME_HINTS = kinds.NAME_HINTS
 # `product_name`, `city_name`, `file_name` are not people's names.
 NOT_PERSON_NAME = {
     "product",
