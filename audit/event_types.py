@@ -21,8 +21,7 @@ KIND_MAX_LENGTH = 30
 
 class EventKind(models.TextChoices):
     ADMIN_VIEW = "admin_view", _("Admin view")
-    # Coarse kinds: still written by a few settings (exposure, connector tool
-    # policies, account deletion) and held by older rows of every change.
+    # Coarse kinds: no longer written; older rows of every change hold them.
     PERMISSION_CHANGE = "permission_change", _("Permission change")
     SETTINGS_CHANGE = "settings_change", _("Settings change")
     ANALYSIS_STARTED = "analysis_started", _("Schema analysis started")
@@ -82,6 +81,9 @@ class EventKind(models.TextChoices):
     GROUP_CREATED = "group_created", _("Group created")
     GROUP_UPDATED = "group_updated", _("Group updated")
     GROUP_DELETED = "group_deleted", _("Group deleted")
+    USER_DELETED = "user_deleted", _("User deleted")
+    RESOURCE_OPENED = "resource_opened", _("Resource opened to all models")
+    CONNECTOR_TOOL_POLICY_SET = "connector_tool_policy_set", _("Connector tool policy set")
 
 
 _TYPES: dict[str, object] = dict(EventKind.choices)

@@ -74,7 +74,7 @@ def user_delete(*, user, request=None, actor=None) -> AuditEvent:
                 removed[label] = removed.get(label, 0) + count
         user_id, username = user.pk, user.get_username()
         event = audit_event_write(
-            kind=EventKind.PERMISSION_CHANGE,
+            kind=EventKind.USER_DELETED,
             request=request,
             actor=actor,
             resource_kind=ResourceKind.USER,

@@ -84,7 +84,7 @@ def record_exposure_opened(*, resource: Resource, before: str | None, request=No
     else:
         kind = ResourceKind.CONNECTOR  # the only other resource with an exposure
     audit_event_write(
-        kind=EventKind.SETTINGS_CHANGE,
+        kind=EventKind.RESOURCE_OPENED,
         request=request,
         resource_kind=kind,
         resource_id=resource.pk,

@@ -62,7 +62,7 @@ def install_config_sync(*, config: InstallConfig) -> None:
 
 
 def _record_setting(
-    *, request, resource_kind: str, resource_id, setting: str, before, after, actor=None, kind=EventKind.SETTINGS_CHANGE
+    *, kind: str, request, resource_kind: str, resource_id, setting: str, before, after, actor=None
 ) -> None:
     # Written inside the caller's transaction: a change that cannot be
     # recorded does not happen (AuditWriteError rolls it back).

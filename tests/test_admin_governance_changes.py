@@ -355,6 +355,6 @@ def test_deleting_a_user_is_on_the_record(admin_client, personas):
     personas.role.users.add(personas.outsider)
     url = reverse("admin:auth_user_delete", args=[personas.outsider.pk])
     assert admin_client.post(url, {"post": "yes"}).status_code == 302
-    event = AuditEvent.objects.get(kind="permission_change", resource_kind="user")
+    event = AuditEvent.objects.get(kind="user_deleted", resource_kind="user")
     assert event.details["user"] == "outsider" and event.details["deleted_with"]["governance.role_users"] == 1
     assert event.owner_username == "outsider" and event.actor_username == "admin"

@@ -238,12 +238,12 @@ def test_settings_change_that_cannot_be_recorded_does_not_happen(personas, monke
     assert model.enabled is True
 
 
-def test_opening_a_resource_is_a_settings_event(personas):
+def test_opening_a_resource_is_its_own_event(personas):
     from governance.exposure import resource_open_to_all_models
 
     connection_ = DbConnection.objects.create(name="crm", engine="sqlite", exposure="internal_only")
     resource_open_to_all_models(resource=connection_)
-    event = AuditEvent.objects.get(kind="settings_change")
+    event = AuditEvent.objects.get(kind="resource_opened")
     assert event.details == {"setting": "exposure of crm", "before": "internal_only", "after": "all_models"}
 
 

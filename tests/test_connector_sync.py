@@ -260,7 +260,7 @@ def test_admin_sync_action_records_the_admin_as_trigger(install, admin_user, cli
     assert "find_customer" in event.details["added"]
 
 
-def test_policy_changes_are_settings_events(install, admin_user, client):
+def test_policy_changes_are_policy_events(install, admin_user, client):
     connector = stdio_connector("crm", "people")
     connector_tools_sync(connector=connector)
     tool = ConnectorTool.objects.get(name="echo")
@@ -268,7 +268,7 @@ def test_policy_changes_are_settings_events(install, admin_user, client):
     connector_tool_set_policy(tool=tool, policy="allow", actor=admin_user)  # no change, no event
     client.force_login(admin_user)
     client.post(reverse("admin:governance_connectortool_change", args=[tool.pk]), {"policy": "block"})
-    first, second = events("settings_change")
+    first, second = events("connector_tool_policy_set")
     assert first.details == {
         "setting": "policy of connector tool crm/echo",
         "before": "require_approval",

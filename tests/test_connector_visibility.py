@@ -204,7 +204,7 @@ def test_the_service_refuses_to_close_an_opened_connector(world):
         resource_set_exposure(resource=world["mail"], exposure="internal_only")
     world["mail"].refresh_from_db()
     assert world["mail"].exposure == "all_models"
-    (event,) = AuditEvent.objects.filter(kind="settings_change", details__setting="exposure of mail")
+    (event,) = AuditEvent.objects.filter(kind="resource_opened", details__setting="exposure of mail")
     assert event.details["after"] == "all_models"
     assert (event.resource_kind, event.resource_id) == ("connector", str(world["mail"].pk))
 

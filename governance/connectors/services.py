@@ -303,6 +303,7 @@ def connector_tool_set_policy(*, tool: ConnectorTool, policy: str, actor=None, r
     locked.policy = policy
     locked.save(update_fields=["policy"])
     _record_setting(
+        kind=EventKind.CONNECTOR_TOOL_POLICY_SET,
         request=request,
         actor=actor,
         resource_kind=ResourceKind.CONNECTOR_TOOL,
