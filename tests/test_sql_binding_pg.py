@@ -98,6 +98,26 @@ def _objects(dbname: str) -> list[str]:
         "CREATE TABLE homes (id int, a addr)",
         "INSERT INTO homes VALUES (1, ROW('Main'))",
         fn("owner(addr)", "text", f"RETURN '{SHADOW}';"),
+        # views and a row-level security policy that run the owner's code
+        # (resolved when the owner created them: binding cannot reach them)
+        "CREATE VIEW v_plain AS SELECT id, city, pg_catalog.upper(city) AS loud, count(*) OVER () AS n FROM people",
+        "CREATE VIEW v_shadowed AS SELECT id, upper(city) AS loud FROM people",  # the owner's upper(varchar)
+        "CREATE VIEW v_nick AS SELECT id, public.nickname(p) AS nick FROM people p",
+        "CREATE VIEW v_nested AS SELECT * FROM v_nick",
+        "CREATE VIEW v_deep AS SELECT v.id FROM v_nested v JOIN people q ON q.id = v.id",
+        "CREATE VIEW v_op AS SELECT id FROM people WHERE name = CAST('Kim' AS varchar)",
+        "CREATE VIEW v_cast AS SELECT id, CAST(m AS text) AS m FROM moods",
+        "CREATE VIEW v_agg AS SELECT public.sum(amount) AS total FROM people",
+        fn("allow_row(int)", "boolean", "RETURN true;"),
+        "CREATE TABLE guarded (id int, tag text)",
+        "INSERT INTO guarded VALUES (1, 'g')",
+        "ALTER TABLE guarded ENABLE ROW LEVEL SECURITY",
+        "CREATE POLICY guarded_read ON guarded FOR SELECT USING (public.allow_row(id))",
+        "CREATE VIEW v_guarded AS SELECT id FROM guarded",
+        "CREATE TABLE open_rows (id int)",
+        "INSERT INTO open_rows VALUES (1)",
+        "ALTER TABLE open_rows ENABLE ROW LEVEL SECURITY",
+        "CREATE POLICY open_read ON open_rows FOR SELECT USING (id > 0)",
     ]
 
 
@@ -273,6 +293,18 @@ REFUSED_AT_RUN: list[tuple[str, str]] = [
     ("SELECT p.to_jsonb FROM people p", "function to_jsonb"),
     ("SELECT p.row_to_json FROM people p", "function row_to_json"),
     ("SELECT s.to_json FROM (SELECT * FROM people) s", "function to_json"),
+    # a view or policy that calls the owner's code, at any depth
+    ("SELECT nick FROM v_nick", "view or policy function nickname"),
+    ("SELECT id FROM v_shadowed", "view or policy function upper"),
+    ("SELECT id FROM v_nested", "view or policy function nickname"),
+    ("SELECT count(*) FROM v_deep", "view or policy function nickname"),
+    ("SELECT id FROM v_op", "view or policy function eq_v"),
+    ("SELECT m FROM v_cast", "view or policy function mood_text"),
+    ("SELECT total FROM v_agg", "view or policy function sum"),
+    ("SELECT id FROM guarded", "view or policy function allow_row"),
+    ("SELECT id FROM v_guarded", "view or policy function allow_row"),
+    ("SELECT p.id FROM people p WHERE p.id IN (SELECT id FROM v_nick)", "view or policy function nickname"),
+    ("WITH x AS (SELECT * FROM v_nested) SELECT count(*) FROM x", "view or policy function nickname"),
 ]
 
 
@@ -290,6 +322,20 @@ def test_attribute_notation_without_binding_calls_the_function(shadowed_db) -> N
     _clear_side(shadowed_db)
     assert _run_unbound(shadowed_db, "SELECT p.nickname FROM people p WHERE id = 1") == [(SHADOW,)]
     assert _side_rows(shadowed_db) == [("nickname",)]  # dblink wrote despite the read-only transaction
+
+
+def test_views_and_policies_over_pg_catalog_code_stay_readable(shadowed_db) -> None:
+    _clear_side(shadowed_db)
+    assert sorted(_run(shadowed_db, "SELECT id, loud FROM v_plain")) == [(1, "SEOUL"), (2, "BUSAN"), (3, "SEOUL")]
+    assert _run(shadowed_db, "SELECT id FROM open_rows") == [(1,)]
+    assert _side_rows(shadowed_db) == []
+
+
+def test_a_view_without_the_check_runs_the_owners_code(shadowed_db) -> None:
+    _clear_side(shadowed_db)
+    assert _run_unbound(shadowed_db, "SELECT nick FROM v_nested WHERE id = 1") == [(SHADOW,)]
+    assert _side_rows(shadowed_db) == [("nickname",)]  # the case is real: the view's function wrote
+    _clear_side(shadowed_db)
 
 
 def test_a_table_with_user_typed_columns_stays_readable(shadowed_db) -> None:

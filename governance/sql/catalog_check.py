@@ -131,7 +131,9 @@ _ANY_ROW_TYPES = (2249, 2283, 2776, 5077, 5079)
 
 def user_code_text(bound: Bound) -> str:
     """A catalog query (itself bound) listing what of the database's own
-    code the bound statement could still run: a cast with a user function
+    code the bound statement could still run: code in the definition of a
+    view it reads (at any depth) or in a row-level security policy of a
+    relation it reads (:func:`_reached_code`); a cast with a user function
     between the type of a column it names (or the row type of a relation it
     uses as a value) of a relation it reads and a built-in type (the only
     targets a bound statement can cast to, explicitly or by coercion), or to
@@ -145,10 +147,10 @@ def user_code_text(bound: Bound) -> str:
     cast_names = _text_array(bound.cast_names or ())
     any_row = ", ".join(str(oid) for oid in _ANY_ROW_TYPES)
     sql = f"""
-    WITH rel AS (
+    WITH RECURSIVE rel AS (
         SELECT c.oid, c.reltype FROM unnest({tables}) AS n(name)
         JOIN pg_catalog.pg_class AS c ON c.oid = to_regclass(n.name)
-    ), user_cast AS (
+    ), {_REACHED_CODE}, user_cast AS (
         SELECT k.castsource, k.casttarget, tt.typnamespace AS target_schema
         FROM pg_catalog.pg_cast AS k JOIN pg_catalog.pg_proc AS p ON p.oid = k.castfunc
         JOIN pg_catalog.pg_type AS tt ON tt.oid = k.casttarget
@@ -159,6 +161,9 @@ def user_code_text(bound: Bound) -> str:
         WHERE a.attnum > 0 AND NOT a.attisdropped
         AND ({"TRUE" if every_column else "FALSE"} OR CAST(a.attname AS TEXT) = ANY({cast_names}))
     )
+    SELECT 'view or policy function', CAST(p.proname AS TEXT) FROM reached_code AS rc
+    JOIN pg_catalog.pg_proc AS p ON p.oid = rc.fn
+    UNION ALL
     SELECT 'cast', CAST(ty.typname AS TEXT) FROM used_type AS u JOIN pg_catalog.pg_type AS ty ON ty.oid = u.oid
     WHERE EXISTS (
         SELECT 1 FROM user_cast AS k
@@ -181,3 +186,51 @@ def user_code_text(bound: Bound) -> str:
     )
     """
     return sql
+
+
+# System catalogs' fixed OIDs (pg_depend.classid / refclassid): the same in
+# every PostgreSQL release.
+_PG_PROC, _PG_CLASS, _PG_OPERATOR, _PG_REWRITE, _PG_POLICY = 1255, 1259, 2617, 2618, 3256
+
+
+def _reached_code() -> str:
+    """CTEs `reach` (the relations read, and every relation a view among
+    them reads, recursively) and `reached_code` (the functions outside
+    pg_catalog that their views' rules and row-level security policies
+    would run: called directly, as an operator's or a cast's function, or
+    as an aggregate). information_schema's views call its own helper
+    functions (only a superuser can add one there).
+
+    Binding cannot reach into a view: its definition was resolved when the
+    owner created it, with the owner's search path, and a SECURITY DEFINER
+    function in it writing through dblink escapes the read-only transaction.
+    So the catalog decides, in the statement's own transaction, before it
+    runs. pg_catalog's own functions leave no pg_depend rows (they are
+    pinned), so they are not seen here; a view calls them with the reader's
+    rights, and the read-only transaction holds for them."""
+    rules = f"""
+        JOIN pg_catalog.pg_rewrite AS r ON r.ev_class = reach.oid
+        JOIN pg_catalog.pg_depend AS d ON d.classid = {_PG_REWRITE} AND d.objid = r.oid"""
+    policies = f"""
+        JOIN pg_catalog.pg_policy AS pol ON pol.polrelid = reach.oid
+        JOIN pg_catalog.pg_depend AS d ON d.classid = {_PG_POLICY} AND d.objid = pol.oid"""
+    called = []
+    for source in (rules, policies):
+        called.append(f"SELECT d.refobjid AS fn FROM reach {source} WHERE d.refclassid = {_PG_PROC}")
+        called.append(
+            f"SELECT o.oprcode FROM reach {source}"
+            f" JOIN pg_catalog.pg_operator AS o ON o.oid = d.refobjid WHERE d.refclassid = {_PG_OPERATOR}"
+        )
+    return f"""reach(oid) AS (
+        SELECT rel.oid FROM rel
+        UNION
+        SELECT d.refobjid FROM reach {rules} WHERE d.refclassid = {_PG_CLASS}
+    ), reached_code(fn) AS (
+        SELECT x.fn FROM ({" UNION ".join(called)}) AS x
+        JOIN pg_catalog.pg_proc AS p ON p.oid = x.fn
+        JOIN pg_catalog.pg_namespace AS s ON s.oid = p.pronamespace
+        WHERE s.nspname NOT IN ('pg_catalog', 'information_schema')
+    )"""
+
+
+_REACHED_CODE = _reached_code()
