@@ -344,3 +344,19 @@ def test_the_confirm_field_alone_cannot_skip_the_page(admin_client, setup):
     assert impact_page(forged)
     phone.refresh_from_db()
     assert phone.pii_kind == "phone"
+
+
+@pytest.mark.parametrize(
+    ("language", "confirm_text", "label"),
+    [
+        ("ko", "예, 변경을 적용합니다", "최근 30일간 이 컬럼에서 마스킹된 값 수"),
+        ("en", "Yes, apply the change", "Values masked in this column in the last 30 days"),
+    ],
+)
+def test_the_impact_page_speaks_the_admins_language(admin_client, setup, language, confirm_text, label):
+    phone = column(setup["sales"], "customers", "phone", "phone")
+    url = reverse("admin:governance_columnclassification_changelist")
+    page = admin_client.post(
+        url, {"action": "set_none", "_selected_action": [phone.pk]}, HTTP_ACCEPT_LANGUAGE=language
+    ).content.decode()
+    assert confirm_text in page and label in page
