@@ -152,6 +152,11 @@ class ImpactConfirmAdminMixin:
     Actions: call `self.confirm_action(request, queryset, impacts, apply)`
     and return what it returns (the page, or None once applied)."""
 
+    # Write-only fields (a replaced secret) are never echoed into the page's
+    # hidden inputs: a confirmed change applies without them, and the page
+    # says so (enter them again afterwards).
+    impact_dropped_fields: tuple[str, ...] = ()
+
     def change_impacts(self, request, form, formsets, change) -> list[Impact]:
         return []
 
@@ -159,12 +164,14 @@ class ImpactConfirmAdminMixin:
         try:
             return super().changeform_view(request, object_id, form_url, extra_context)
         except ConfirmationNeeded as needed:
+            dropped = [name for name in self.impact_dropped_fields if request.POST.get(name)]
             return self.impact_page(
                 request,
                 needed.impacts,
                 stale=needed.stale,
                 cancel_url=request.get_full_path(),
-                keep=_posted(request, drop=()),
+                keep=_posted(request, drop=tuple(self.impact_dropped_fields)),
+                dropped=dropped,
             )
 
     def save_related(self, request, form, formsets, change) -> None:
@@ -203,7 +210,7 @@ class ImpactConfirmAdminMixin:
             request, impacts, stale=CONFIRM_FIELD in request.POST, cancel_url=request.get_full_path(), keep=keep
         )
 
-    def impact_page(self, request, impacts, *, stale: bool, cancel_url: str, keep: list[tuple[str, str]]):
+    def impact_page(self, request, impacts, *, stale: bool, cancel_url: str, keep: list[tuple[str, str]], dropped=()):
         from django.template.response import TemplateResponse
         from django.utils.translation import gettext as _
 
@@ -219,6 +226,7 @@ class ImpactConfirmAdminMixin:
             "stale": stale,
             "keep": keep,
             "cancel_url": cancel_url,
+            "dropped": list(dropped),
         }
         return TemplateResponse(request, TEMPLATE, context)
 

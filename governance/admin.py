@@ -312,6 +312,7 @@ class ExposureAdminMixin(ImpactConfirmAdminMixin):
 @admin.register(DbConnection)
 class DbConnectionAdmin(ExposureAdminMixin, GovernedAdminMixin, admin.ModelAdmin):
     form = DbConnectionForm
+    impact_dropped_fields = ("stored_dsn",)  # never echoed into the impact page
     actions = ["analyse_schema"]
 
     @admin.action(description=_("Analyse schema (classify personal data columns)"))
