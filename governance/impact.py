@@ -267,6 +267,17 @@ def _held_elsewhere(*, role_id: int | None, members: Iterable[str]) -> dict[str,
     return held
 
 
+def _open_to_all_models(atoms: set[Atom]) -> list[str]:
+    """The resources among `atoms` that public-tier models may be given."""
+    open_names: list[str] = []
+    for kind, model in (("db", DbConnection), ("collection", DocumentCollection), ("connector", Connector)):
+        names = {resource for atom_kind, resource, _table in atoms if atom_kind == kind}
+        if names:
+            found = model.objects.filter(name__in=names, exposure=Exposure.ALL_MODELS).values_list("name", flat=True)
+            open_names += [f"{kind}: {name}" for name in found]
+    return sorted(open_names)
+
+
 def role_grant_impact(*, role_id: int | None, role_name: str, before: RoleGrants, after: RoleGrants) -> Impact | None:
     """A role that grants more (tables, collections, connectors, reveal) or
     gains members: who gains what. None when nobody gains and nothing opens."""
@@ -280,6 +291,7 @@ def role_grant_impact(*, role_id: int | None, role_name: str, before: RoleGrants
         "opened": [atom_text(a) for a in opened],
         "members_gaining": {member: [atom_text(a) for a in atoms] for member, atoms in gains.items()},
         "reveal_gained_by": reveal,
+        "open_to_all_models": _open_to_all_models(set(opened).union(*gains.values())),
     }
     lines = [ImpactLine("opened", _("What the role grants anew"), facts["opened"])]
     lines.append(
@@ -293,6 +305,15 @@ def role_grant_impact(*, role_id: int | None, role_name: str, before: RoleGrants
     if reveal or after.reveal_pii and not before.reveal_pii:
         lines.append(
             ImpactLine("reveal_gained_by", _("Members who may reveal personal data from now on"), reveal, warn=True)
+        )
+    if facts["open_to_all_models"]:
+        lines.append(
+            ImpactLine(
+                "open_to_all_models",
+                _("Of these, open to all models (their data also reaches public models)"),
+                facts["open_to_all_models"],
+                warn=True,
+            )
         )
     return Impact(
         change="role_grant",

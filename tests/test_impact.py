@@ -230,7 +230,11 @@ def test_a_role_impact_lists_each_member_gain_less_what_they_hold_elsewhere(setu
             "bob": ["sales: customers", "reveal_personal_data"],
         },
         "reveal_gained_by": ["ann", "bob"],
+        "open_to_all_models": [],  # sales is internal-only
     }
+    DbConnection.objects.filter(pk=setup["sales"].pk).update(exposure=Exposure.ALL_MODELS)
+    impact = role_grant_impact(role_id=team.pk, role_name="team", before=before, after=after)
+    assert impact.facts["open_to_all_models"] == ["db: sales"]
     assert role_grant_impact(role_id=team.pk, role_name="team", before=before, after=before) is None
 
 
