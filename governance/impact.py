@@ -84,6 +84,20 @@ def atom_text(atom: Atom) -> str:
     return f"{kind}: {resource}"
 
 
+def atom_label(atom: Atom) -> str:
+    """An atom as the page shows it, in the admin's language."""
+    kind, resource, table = atom
+    if kind == "db":
+        if table == WHOLE:
+            return _("%(connection)s (whole database)") % {"connection": resource}
+        return f"{resource}: {table}"
+    if kind == "collection":
+        return _("document collection %(name)s") % {"name": resource}
+    if kind == "connector":
+        return _("connector %(name)s") % {"name": resource}
+    return str(_("may reveal personal data"))
+
+
 # --- reads ---------------------------------------------------------------------------------
 
 
@@ -274,7 +288,7 @@ def _open_to_all_models(atoms: set[Atom]) -> list[str]:
         names = {resource for atom_kind, resource, _table in atoms if atom_kind == kind}
         if names:
             found = model.objects.filter(name__in=names, exposure=Exposure.ALL_MODELS).values_list("name", flat=True)
-            open_names += [f"{kind}: {name}" for name in found]
+            open_names += [atom_text((kind, name, "")) if kind != "db" else name for name in found]
     return sorted(open_names)
 
 
@@ -293,12 +307,12 @@ def role_grant_impact(*, role_id: int | None, role_name: str, before: RoleGrants
         "reveal_gained_by": reveal,
         "open_to_all_models": _open_to_all_models(set(opened).union(*gains.values())),
     }
-    lines = [ImpactLine("opened", _("What the role grants anew"), facts["opened"])]
+    lines = [ImpactLine("opened", _("What the role grants anew"), [atom_label(a) for a in opened])]
     lines.append(
         ImpactLine(
             "members_gaining",
             _("Members who gain access"),
-            [f"{member}: {', '.join(atoms)}" for member, atoms in facts["members_gaining"].items()],
+            [f"{member}: {', '.join(map(atom_label, atoms))}" for member, atoms in gains.items()],
             warn=True,
         )
     )

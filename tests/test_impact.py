@@ -97,6 +97,19 @@ def test_atom_text_names_each_kind():
     assert atom_text(("permission", "reveal_personal_data", "")) == "reveal_personal_data"
 
 
+def test_atom_label_is_in_the_admins_language():
+    from django.utils import translation
+
+    from governance.impact import atom_label
+
+    with translation.override("ko"):
+        assert atom_label(("db", "hr", WHOLE)) == "hr (DB 전체)"
+        assert atom_label(("permission", "reveal_personal_data", "")) == "개인정보 원문 열람 권한"
+    with translation.override("en"):
+        assert atom_label(("collection", "manuals", "")) == "document collection manuals"
+        assert atom_label(("db", "hr", "salaries")) == "hr: salaries"
+
+
 def _impact(resource_id, kinds=(EventKind.ROLE_UPDATED,), facts=None) -> Impact:
     return Impact("role_grant", ResourceKind.ROLE, resource_id, kinds, "t", facts or {"n": resource_id})
 
@@ -234,7 +247,7 @@ def test_a_role_impact_lists_each_member_gain_less_what_they_hold_elsewhere(setu
     }
     DbConnection.objects.filter(pk=setup["sales"].pk).update(exposure=Exposure.ALL_MODELS)
     impact = role_grant_impact(role_id=team.pk, role_name="team", before=before, after=after)
-    assert impact.facts["open_to_all_models"] == ["db: sales"]
+    assert impact.facts["open_to_all_models"] == ["sales"]
     assert role_grant_impact(role_id=team.pk, role_name="team", before=before, after=before) is None
 
 
