@@ -441,3 +441,19 @@ def test_removing_a_member_applies_directly(admin_client, setup):
     assert response.status_code == 302, response.content.decode()[:2000]
     [event] = AuditEvent.objects.filter(kind=EventKind.ROLE_UPDATED)
     assert event.details["members_removed"] == ["ann"] and "confirmation" not in event.details
+
+
+def test_select_across_is_resolved_to_the_rows_the_page_showed(admin_client, setup):
+    phone = column(setup["sales"], "customers", "phone", "phone")
+    email = column(setup["sales"], "customers", "email", "email")
+    url = reverse("admin:governance_columnclassification_changelist")
+    data = {"action": ["set_none", ""], "index": 0, "select_across": "1", "_selected_action": [phone.pk]}
+    page = admin_client.post(url, data)
+    assert impact_page(page) and [i.resource_id for i in page.context["impacts"]] == [phone.pk, email.pk]
+    keep = page.context["keep"]
+    assert ("action", "set_none") in keep and not any(name in ("index", "select_across") for name, _v in keep)
+    assert sorted(int(v) for name, v in keep if name == "_selected_action") == [phone.pk, email.pk]
+    assert confirm(admin_client, url, page).status_code == 302
+    events = AuditEvent.objects.filter(kind=EventKind.CLASSIFICATION_SET).order_by("id")
+    assert [e.details["confirmation"]["confirmed_together"] for e in events] == [2, 2]
+    assert set(ColumnClassification.objects.values_list("pii_kind", flat=True)) == {""}
