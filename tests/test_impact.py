@@ -457,3 +457,15 @@ def test_select_across_is_resolved_to_the_rows_the_page_showed(admin_client, set
     events = AuditEvent.objects.filter(kind=EventKind.CLASSIFICATION_SET).order_by("id")
     assert [e.details["confirmation"]["confirmed_together"] for e in events] == [2, 2]
     assert set(ColumnClassification.objects.values_list("pii_kind", flat=True)) == {""}
+
+
+def test_enabling_a_model_in_its_form_shows_the_page_and_records_it(admin_client, setup):
+    model = setup["cloud-off"]
+    url = reverse("admin:governance_llmmodel_change", args=[model.pk])
+    page = admin_client.post(url, {"enabled": "on"})
+    assert impact_page(page) and page.context["impacts"][0].facts["tier"] == "public"
+    assert not LlmModel.objects.get(pk=model.pk).enabled
+    assert confirm(admin_client, url, page).status_code == 302
+    assert LlmModel.objects.get(pk=model.pk).enabled
+    [event] = AuditEvent.objects.filter(kind=EventKind.MODEL_ENABLED)
+    assert event.details["confirmation"]["change"] == "model_enable"
