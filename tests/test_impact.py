@@ -307,6 +307,9 @@ def test_an_unmask_shows_the_page_cancel_changes_nothing_confirm_records_one_eve
     [event] = AuditEvent.objects.filter(kind=EventKind.CLASSIFICATION_SET)
     assert phone.pii_kind == "" and event.details["confirmation"]["shown"]["masked_last_30_days"] == 4
     assert event.details["confirmation"]["digest"] == page.context["digest"]
+    # The events screen shows what was confirmed with the change.
+    detail = admin_client.get(reverse("admin:audit_auditevent_change", args=[event.pk]))
+    assert detail.status_code == 200 and "masked_last_30_days" in detail.content.decode()
 
 
 def test_figures_that_changed_since_the_page_show_it_again(admin_client, setup):
