@@ -16,10 +16,12 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
+from accounts.impact import api_token_revoke_impact
 from accounts.models import ApiToken
 from accounts.services import api_token_create, api_token_revoke, user_password_change
 from audit.actors import actor_from_request
 from audit.admin_views import AuditedViewsMixin
+from audit.confirm import ImpactConfirmAdminMixin
 from audit.governed import GovernedAdminMixin
 from audit.models import ResourceKind
 from audit.registry import register_resource_model
@@ -38,7 +40,7 @@ class ApiTokenAddForm(forms.ModelForm):
 
 
 @admin.register(ApiToken)
-class ApiTokenAdmin(AuditedViewsMixin, admin.ModelAdmin):
+class ApiTokenAdmin(ImpactConfirmAdminMixin, AuditedViewsMixin, admin.ModelAdmin):
     audit_resource_kind = "api_token"
     audit_owner_field = "user_id"
     audit_owner_name_field = "user__username"
@@ -89,12 +91,17 @@ class ApiTokenAdmin(AuditedViewsMixin, admin.ModelAdmin):
         messages.warning(request, _("Copy the new token now; it will not be shown again: %(key)s") % {"key": key})
 
     @admin.action(description=gettext_lazy("Revoke selected API tokens"), permissions=["change"])
-    def revoke_selected(self, request, queryset) -> None:
-        revoked = 0
-        for token in queryset.select_related("user").filter(revoked_at__isnull=True):
-            api_token_revoke(token=token, actor=request.user, request=request)
-            revoked += 1
-        self.message_user(request, _("%(count)d API token(s) revoked.") % {"count": revoked}, messages.SUCCESS)
+    def revoke_selected(self, request, queryset):
+        # Scripts using a token stop at once: the page says whose and how used first.
+        tokens = list(queryset.select_related("user").filter(revoked_at__isnull=True))
+
+        def apply() -> None:
+            for token in tokens:
+                api_token_revoke(token=token, actor=request.user, request=request)
+            self.message_user(request, _("%(count)d API token(s) revoked.") % {"count": len(tokens)}, messages.SUCCESS)
+
+        impacts = [impact for impact in map(api_token_revoke_impact, tokens) if impact is not None]
+        return self.confirm_action(request, queryset, impacts, apply)
 
 
 # Users and groups: who may do what here. Every change goes through

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from audit.actors import as_actor
+from audit.confirm import confirmation_details
 from audit.event_types import is_event_type
 from audit.models import AuditEvent, EventKind, ResourceKind
 from audit.services import AuditWriteError
@@ -33,6 +34,10 @@ def audit_event_write(
     # `actor`: an audit.actors.Actor, or (older callers) a user; the address
     # and browser then come from `request`.
     who = as_actor(actor=actor, request=request)
+    # A confirmed change (audit.confirm): what its page showed goes with its event.
+    details = confirmation_details(
+        kind=kind, resource_kind=resource_kind, resource_id=resource_id, details=details or {}
+    )
     try:
         return AuditEvent.objects.create(
             kind=kind,

@@ -18,12 +18,13 @@ from django.utils.html import format_html, format_html_join
 from django.utils.translation import gettext_lazy as _
 
 from audit.actors import actor_from_request
+from audit.confirm import ImpactConfirmAdminMixin
 from audit.governed import GovernedAdminMixin, register_governed
 from audit.models import ResourceKind
 from audit.registry import register_resource_model
 from governance import documents  # noqa: F401 (registers the governed document models)
 from governance.admin_classifications import ColumnClassificationAdmin
-from governance.admin_grants import DbGrantInline
+from governance.admin_grants import DbGrantInline, posted_grants
 from governance.connectors import services as connector_services
 from governance.exposure import (
     CLOSE_REFUSED,
@@ -32,6 +33,7 @@ from governance.exposure import (
     record_exposure_opened,
     resource_open_to_all_models,
 )
+from governance.impact import model_disable_impact, model_enable_impact, resource_open_impact, role_grant_impact
 from governance.models import (
     ColumnClassification,
     Connector,
@@ -55,6 +57,7 @@ from governance.services import (
     db_connection_set_stored_dsn,
     feature_default_set,
     model_set_enabled,
+    role_grants_snapshot,
 )
 from governance.sql.execute import QueryError
 
@@ -122,7 +125,7 @@ register_governed(FeatureDefault, save=_feature_default_save, delete=_not_delete
 
 
 @admin.register(LlmModel)
-class LlmModelAdmin(GovernedAdminMixin, admin.ModelAdmin):
+class LlmModelAdmin(ImpactConfirmAdminMixin, GovernedAdminMixin, admin.ModelAdmin):
     list_display = ("name", "label", "provider", "tier_display", "enabled", "in_config")
     list_filter = ("enabled", "provider__tier", "provider")
     fields = ("provider", "name", "label", "tier_display", "in_config", "enabled")
@@ -139,17 +142,33 @@ class LlmModelAdmin(GovernedAdminMixin, admin.ModelAdmin):
     def has_delete_permission(self, request, obj=None) -> bool:
         return False
 
+    def change_impacts(self, request, form, formsets, change):
+        # Enabling widens what reaches a model; disabling stops runs and
+        # clears defaults: both are shown before they apply.
+        if not change:
+            return []
+        impact = (model_enable_impact if form.cleaned_data.get("enabled") else model_disable_impact)(form.instance)
+        return [impact] if impact is not None else []
+
+    def _set_enabled(self, request, queryset, *, enabled: bool):
+        models = list(queryset.select_related("provider"))
+        impact_of = model_enable_impact if enabled else model_disable_impact
+        impacts = [impact for impact in map(impact_of, models) if impact is not None]
+
+        def apply() -> None:
+            actor = actor_from_request(request)
+            for model in models:
+                model_set_enabled(model=model, enabled=enabled, actor=actor)
+
+        return self.confirm_action(request, queryset, impacts, apply)
+
     @admin.action(description=_("Enable selected models"))
-    def enable_models(self, request, queryset) -> None:
-        actor = actor_from_request(request)
-        for model in queryset:
-            model_set_enabled(model=model, enabled=True, actor=actor)
+    def enable_models(self, request, queryset):
+        return self._set_enabled(request, queryset, enabled=True)
 
     @admin.action(description=_("Disable selected models"))
-    def disable_models(self, request, queryset) -> None:
-        actor = actor_from_request(request)
-        for model in queryset:
-            model_set_enabled(model=model, enabled=False, actor=actor)
+    def disable_models(self, request, queryset):
+        return self._set_enabled(request, queryset, enabled=False)
 
 
 @admin.register(FeatureDefault)
@@ -237,9 +256,18 @@ def _refuse_closing(form: forms.ModelForm) -> None:
         form.add_error("exposure", CLOSE_REFUSED)
 
 
-class ExposureAdminMixin:
-    """Exposure in the admin: opening goes through the service (recorded);
-    once open the field is read-only and says why."""
+class ExposureAdminMixin(ImpactConfirmAdminMixin):
+    """Exposure in the admin: opening goes through the service (recorded),
+    after a page showing who and which models would start seeing the
+    resource (audit.confirm); once open the field is read-only and says why."""
+
+    def change_impacts(self, request, form, formsets, change):
+        impacts = list(super().change_impacts(request, form, formsets, change))
+        if change and form.cleaned_data.get("exposure") == Exposure.ALL_MODELS:
+            impact = resource_open_impact(form.instance)
+            if impact is not None:
+                impacts.append(impact)
+        return impacts
 
     def get_readonly_fields(self, request, obj=None):
         fields = list(super().get_readonly_fields(request, obj))
@@ -284,6 +312,7 @@ class ExposureAdminMixin:
 @admin.register(DbConnection)
 class DbConnectionAdmin(ExposureAdminMixin, GovernedAdminMixin, admin.ModelAdmin):
     form = DbConnectionForm
+    impact_dropped_fields = ("stored_dsn",)  # never echoed into the impact page
     actions = ["analyse_schema"]
 
     @admin.action(description=_("Analyse schema (classify personal data columns)"))
@@ -543,9 +572,21 @@ class ConnectorToolAdmin(GovernedAdminMixin, admin.ModelAdmin):
 
 
 @admin.register(Role)
-class RoleAdmin(GovernedAdminMixin, admin.ModelAdmin):
+class RoleAdmin(ImpactConfirmAdminMixin, GovernedAdminMixin, admin.ModelAdmin):
     """Grant changes are recorded as one permission-change event per save
-    (governance.services.role_save): what it opened and what it closed."""
+    (governance.services.role_save): what it opened and what it closed. A
+    save that gives anyone more (tables, collections, connectors, reveal,
+    new members) first shows which members gain what (audit.confirm)."""
+
+    def change_impacts(self, request, form, formsets, change):
+        role_id = form.instance.pk if change else None
+        impact = role_grant_impact(
+            role_id=role_id,
+            role_name=form.cleaned_data.get("name") or form.instance.name,
+            before=role_grants_snapshot(role_id=role_id),
+            after=posted_grants(form, formsets),
+        )
+        return [impact] if impact is not None else []
 
     list_display = ("name", "description")
     search_fields = ("name",)

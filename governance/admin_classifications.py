@@ -25,10 +25,12 @@ from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
 from audit.admin_filters import PickerFilter, PickerFiltersMixin
+from audit.confirm import ImpactConfirmAdminMixin
 from audit.events import audit_event_write
 from audit.models import EventKind, ResourceKind
 from audit.services import AuditWriteError
 from governance.coverage import classification_coverage
+from governance.impact import column_unmask_impacts
 from governance.models import ColumnClassification, DbConnection, MaskStat, PiiKindChoice
 from governance.schema_analysis import (
     column_classification_confirm,
@@ -101,9 +103,11 @@ class ClassificationForm(forms.ModelForm):
         fields = ("pii_kind",)
 
 
-class ColumnClassificationAdmin(PickerFiltersMixin, admin.ModelAdmin):
+class ColumnClassificationAdmin(ImpactConfirmAdminMixin, PickerFiltersMixin, admin.ModelAdmin):
     """Review and correct the analysis. The masked count of the last 7 days
-    shows over-masked columns; an edit applies to the next query."""
+    shows over-masked columns; an edit applies to the next query. Setting a
+    masked column to not personal data (its values then go out in clear)
+    first shows what it changes (audit.confirm, governance.impact)."""
 
     form = ClassificationForm
     action_form = ClassificationActionForm
@@ -178,7 +182,14 @@ class ColumnClassificationAdmin(PickerFiltersMixin, admin.ModelAdmin):
         return getattr(obj, "masked_7d", None) or 0
 
     def save_model(self, request, obj, form, change) -> None:
-        column_classification_set(classification=obj, pii_kind=form.cleaned_data["pii_kind"], request=request)
+        # Deferred to apply_change, after the impact check (audit.confirm).
+        return None
+
+    def change_impacts(self, request, form, formsets, change):
+        return column_unmask_impacts([form.instance], new_kind=form.cleaned_data["pii_kind"]) if change else []
+
+    def apply_change(self, request, form, formsets, change) -> None:
+        column_classification_set(classification=form.instance, pii_kind=form.cleaned_data["pii_kind"], request=request)
 
     # --- bulk decisions -----------------------------------------------------------
 
@@ -211,8 +222,14 @@ class ColumnClassificationAdmin(PickerFiltersMixin, admin.ModelAdmin):
         self._decide(request, column_classification_set_kind, classifications=list(queryset), pii_kind=kind)
 
     @admin.action(description=gettext_lazy("Set the selected columns to not personal data"))
-    def set_none(self, request, queryset) -> None:
-        self._decide(request, column_classification_set_kind, classifications=list(queryset), pii_kind="")
+    def set_none(self, request, queryset):
+        rows = list(queryset)
+        return self.confirm_action(
+            request,
+            queryset,
+            column_unmask_impacts(rows, new_kind=""),
+            lambda: self._decide(request, column_classification_set_kind, classifications=rows, pii_kind=""),
+        )
 
     # --- coverage -----------------------------------------------------------------
 

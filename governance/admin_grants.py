@@ -9,6 +9,7 @@ from django.contrib import admin
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
+from governance.grant_diff import WHOLE, RoleGrants
 from governance.models import DbConnection, DbGrant
 from governance.schema_analysis import analysed_tables
 
@@ -138,3 +139,28 @@ class DbGrantInline(admin.TabularInline):
             {"analysed": analysed_tables(connection_ids=[pk for pk, _name in connections]), "connections": connections},
         )
         return super().get_formset(request, obj, form=form, **kwargs)
+
+
+def posted_grants(form, formsets) -> RoleGrants:
+    """The grants a role's form and DB-grant inline would save (validated,
+    not saved yet), in the shape of role_grants_snapshot."""
+    databases: dict[str, set[str]] = {}
+    for formset in formsets:
+        if formset.model is not DbGrant:
+            continue
+        for row in formset.forms:
+            data = getattr(row, "cleaned_data", None) or {}
+            if not data.get("connection") or (formset.can_delete and formset._should_delete_form(row)):
+                continue
+            tables = {t.strip().lower() for t in data.get("tables") or [] if isinstance(t, str) and t.strip()}
+            databases.setdefault(data["connection"].name, set()).update(
+                {WHOLE} if data.get("whole_database") else tables
+            )
+    cleaned = form.cleaned_data
+    return RoleGrants(
+        databases={name: frozenset(scope) for name, scope in databases.items() if scope},
+        collections=frozenset(c.name for c in cleaned.get("document_collections") or []),
+        members=frozenset(u.get_username() for u in cleaned.get("users") or []),
+        reveal_pii=bool(cleaned.get("can_view_raw_pii")),
+        connectors=frozenset(c.name for c in cleaned.get("connectors") or []),
+    )

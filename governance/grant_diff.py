@@ -36,6 +36,11 @@ def _atoms(grants: RoleGrants) -> set[tuple[str, str, str]]:
     return atoms
 
 
+def grant_atoms(grants: RoleGrants) -> set[tuple[str, str, str]]:
+    """The atoms a role's grants are made of (governance.impact compares members' holdings)."""
+    return _atoms(grants)
+
+
 def _describe(atom: tuple[str, str, str]) -> dict:
     kind, resource, table = atom
     if kind == "collection":

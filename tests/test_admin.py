@@ -12,6 +12,7 @@ from governance.field_crypto import decrypt_text
 from governance.models import DbConnection, LlmModel, Provider
 from governance.services import install_config_sync
 from owlai.install_config import parse_install_config
+from tests.support.confirm import post_confirmed
 
 pytestmark = pytest.mark.django_db
 
@@ -63,7 +64,7 @@ def test_provider_cannot_be_changed_in_admin(admin_client):
 def test_model_enabled_flag_is_editable(admin_client):
     model = LlmModel.objects.get(name="qwen")
     url = reverse("admin:governance_llmmodel_change", args=[model.pk])
-    response = admin_client.post(url, {"enabled": ""})
+    response = post_confirmed(admin_client, url, {"enabled": ""})
     assert response.status_code == 302
     model.refresh_from_db()
     assert model.enabled is False

@@ -15,6 +15,7 @@ from chat.models import Conversation, Message
 from chat.services import conversation_create
 from chat.turns.start import turn_start
 from governance.models import ColumnClassification, DbConnection, DbGrant, Role
+from tests.support.confirm import post_confirmed
 from tests.support.governed import classify, governed_connection
 
 pytestmark = pytest.mark.django_db
@@ -62,7 +63,7 @@ def test_grant_picks_become_the_grant_and_a_permission_event(admin_client, perso
         {"id": sales_grant.pk, "connection": personas.sales.pk, "whole_database": "on"},
     ]
     data = grant_post(personas.role, rows, users=[personas.staff.pk])
-    response = admin_client.post(reverse("admin:governance_role_change", args=[personas.role.pk]), data)
+    response = post_confirmed(admin_client, reverse("admin:governance_role_change", args=[personas.role.pk]), data)
     assert response.status_code == 302, response.content.decode()[:2000]
     grant.refresh_from_db()
     assert grant.tables == ["orders"]
@@ -130,7 +131,9 @@ def test_a_grant_with_neither_whole_database_nor_tables_is_refused(admin_client,
 
 
 def changelist_action(client, action: str, rows, **extra):
-    return client.post(
+    # A widening action (set_none on a masked column) is confirmed on its impact page.
+    return post_confirmed(
+        client,
         reverse("admin:governance_columnclassification_changelist"),
         {"action": action, "_selected_action": [r.pk for r in rows], **extra},
     )

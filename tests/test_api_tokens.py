@@ -15,6 +15,7 @@ from django.utils import timezone
 from accounts.models import ApiToken
 from accounts.services import api_token_create, api_token_revoke
 from audit.models import AuditEvent, EventKind
+from tests.support.confirm import post_confirmed
 
 pytestmark = pytest.mark.django_db
 
@@ -140,7 +141,8 @@ def test_an_admin_creates_and_revokes_tokens_in_the_admin(personas):
     assert (created.actor_username, created.owner_username) == ("admin", "staff")
     assert bearer(key).get("/api/conversations/").status_code == 200
 
-    response = admin.post(
+    response = post_confirmed(
+        admin,
         "/admin/accounts/apitoken/",
         {"action": "revoke_selected", "_selected_action": [token.pk]},
         follow=True,

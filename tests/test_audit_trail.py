@@ -18,6 +18,7 @@ from chat.services import conversation_create
 from governance.models import DbConnection, DbGrant, DocumentCollection, LlmModel, Role
 from governance.services import feature_default_set, install_config_sync, model_set_enabled
 from owlai.install_config import parse_install_config
+from tests.support.confirm import post_confirmed
 from tests.support.governed import classify
 
 pytestmark = pytest.mark.django_db
@@ -152,7 +153,8 @@ def test_role_grant_change_writes_one_event_with_opened_and_closed(admin_client,
     classify(personas.partial, {"customers": {"id": None}, "orders": {"id": None}})  # the analysed schema
     url = reverse("admin:governance_role_change", args=[role.pk])
     grants = list(DbGrant.objects.filter(role=role).order_by("connection__name"))  # partial, sales
-    response = admin_client.post(
+    response = post_confirmed(
+        admin_client,
         url,
         {
             "name": role.name,

@@ -28,6 +28,7 @@ from governance.visibility import (
     visible_resources,
 )
 from owlai.install_config import parse_install_config
+from tests.support.confirm import post_confirmed
 
 pytestmark = pytest.mark.django_db
 
@@ -238,7 +239,8 @@ def test_the_admin_refuses_to_close_a_connector_and_opens_through_the_service(wo
     mail.refresh_from_db()
     assert mail.exposure == "all_models"
     crm = world["crm"]
-    response = client.post(
+    response = post_confirmed(
+        client,
         reverse("admin:governance_connector_change", args=[crm.pk]),
         {**form, "name": "crm_internal", "url": crm.url, "exposure": "all_models"},
     )
@@ -284,7 +286,8 @@ def test_role_changes_list_connectors_opened_and_closed(world, client, django_us
     admin = django_user_model.objects.create_superuser("root", password="pw-root-123")
     client.force_login(admin)
     role = world["role"]
-    response = client.post(
+    response = post_confirmed(
+        client,
         reverse("admin:governance_role_change", args=[role.pk]),
         {
             "name": role.name,

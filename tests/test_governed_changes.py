@@ -25,6 +25,7 @@ from governance.documents import document_create
 from governance.models import Connector, Document, DocumentCollection
 from governance.services import role_update
 from owlai.install_config import parse_install_config
+from tests.support.confirm import post_confirmed
 
 pytestmark = pytest.mark.django_db
 
@@ -229,7 +230,7 @@ def test_a_role_grant_change_in_the_admin_is_one_event_with_before_and_after(adm
         )
     data["db_grants-TOTAL_FORMS"] = data["db_grants-INITIAL_FORMS"] = len(grants)
     data["db_grants-0-DELETE"] = "on"  # sales: whole database, withdrawn
-    response = admin_client.post(reverse("admin:governance_role_change", args=[role.pk]), data)
+    response = post_confirmed(admin_client, reverse("admin:governance_role_change", args=[role.pk]), data)
     assert response.status_code == 302, response.content.decode()[:3000]
     event = only_event(kind="role_updated")
     assert_admin_actor(event)

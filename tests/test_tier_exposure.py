@@ -31,6 +31,7 @@ from governance.exposure import (
 from governance.models import DbConnection, DbGrant, Document, DocumentCollection, LlmModel, Provider, Role
 from governance.services import db_connection_set_stored_dsn, feature_default_set, install_config_sync
 from owlai.install_config import parse_install_config
+from tests.support.confirm import post_confirmed
 from tests.support.fake_llm import FakeLLMServer, Reply, text, tool_call
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("english")]
@@ -282,7 +283,8 @@ def test_admin_refuses_to_close_and_explains(world, client, django_user_model):
     assert sales.exposure == "all_models"
     # Opening through the admin works and goes through the service.
     hr = world["hr"]
-    response = client.post(
+    response = post_confirmed(
+        client,
         reverse("admin:governance_dbconnection_change", args=[hr.pk]),
         {
             "name": HR_NAME,
