@@ -252,7 +252,7 @@ def resource_open_impact(resource: DbConnection | DocumentCollection | Connector
         change="resource_open",
         resource_kind=_resource_kind(resource),
         resource_id=resource.pk,
-        event_kinds=(EventKind.SETTINGS_CHANGE,),
+        event_kinds=(EventKind.RESOURCE_OPENED,),
         title=_("%(name)s: opened to all models (cannot be undone)") % {"name": resource.name},
         facts=facts,
         lines=lines,

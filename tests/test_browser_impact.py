@@ -161,14 +161,14 @@ def test_opening_a_collection_names_who_and_which_public_models_start_seeing_it(
     press(page, "#impact-cancel")
     manuals.refresh_from_db()
     assert manuals.exposure == Exposure.INTERNAL_ONLY
-    assert confirmations(EventKind.SETTINGS_CHANGE) == []
+    assert confirmations(EventKind.RESOURCE_OPENED) == []
 
     page.select_option("select[name=exposure]", Exposure.ALL_MODELS)
     press(page, "input[name=_save]")
     press(page, "#impact-confirm")
     manuals.refresh_from_db()
     assert manuals.exposure == Exposure.ALL_MODELS
-    [recorded] = confirmations(EventKind.SETTINGS_CHANGE)
+    [recorded] = confirmations(EventKind.RESOURCE_OPENED)
     assert recorded["shown"]["users"] == ["alice"] and recorded["shown"]["public_models"] == ["cloud/cloud-model"]
 
 

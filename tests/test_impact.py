@@ -406,7 +406,7 @@ def test_opening_a_connection_in_its_form_never_echoes_a_replaced_dsn(admin_clie
     assert confirm(admin_client, url, page).status_code == 302
     sales.refresh_from_db()
     assert sales.exposure == Exposure.ALL_MODELS and not sales.dsn_encrypted
-    [event] = AuditEvent.objects.filter(kind=EventKind.SETTINGS_CHANGE, resource_id=str(sales.pk))
+    [event] = AuditEvent.objects.filter(kind=EventKind.RESOURCE_OPENED, resource_id=str(sales.pk))
     assert event.details["confirmation"]["shown"]["users"] == ["ann", "bob"]
 
 
