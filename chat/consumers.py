@@ -346,8 +346,12 @@ class ChatConsumer(AsyncWebsocketConsumer):
         if model is not None and (isinstance(model, bool) or not isinstance(model, (str, int))):
             await self._error("bad_event", _("'model' must be a model id or name."), ref=ref)
             return
+        supersedes = payload.get("supersedes")
+        if supersedes is not None and not _is_count(supersedes):
+            await self._error("bad_event", _("'supersedes' must be a turn id."), ref=ref)
+            return
         try:
-            turn = await self._start(text, None if model in (None, "") else str(model))
+            turn = await self._start(text, None if model in (None, "") else str(model), supersedes)
         except TurnRefused as refused:
             await self._error("turn_refused", str(refused), ref=ref)
             return
@@ -360,7 +364,9 @@ class ChatConsumer(AsyncWebsocketConsumer):
             # Only to this socket, before any event of the turn (the worker's
             # events wait in this consumer's queue until this handler
             # returns): the page now knows its message was taken.
-            await self._send_json({"type": ServerEvent.TURN_STARTED, "turn_id": turn.pk, "ref": ref})
+            await self._send_json(
+                {"type": ServerEvent.TURN_STARTED, "turn_id": turn.pk, "ref": ref, "supersedes": supersedes}
+            )
         if dispatch.in_process():
             await dispatch.run_in_process(turn.pk)  # in this process, on this event loop
 
@@ -474,7 +480,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
         return turn_events_after(conversation=self.conversation, turn_id=turn_id, after_seq=after_seq)
 
     @off_loop
-    def _start(self, text: str, model: str | None):
+    def _start(self, text: str, model: str | None, supersedes: int | None = None):
         """The new turn, or None when the session has ended (see
         _session_alive). With a broker the turn is handed to a worker here,
         once stored, in the same trip off the event loop."""
@@ -482,7 +488,9 @@ class ChatConsumer(AsyncWebsocketConsumer):
             return None
         with translation.override(self.language):
             # turn_start reads the conversation afresh under its lock.
-            turn = turn_start(conversation=self.conversation, user=self.scope["user"], text=text, model=model)
+            turn = turn_start(
+                conversation=self.conversation, user=self.scope["user"], text=text, model=model, supersedes=supersedes
+            )
         dispatch.send_after_start(turn.pk)
         return turn
 
