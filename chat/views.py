@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+import json
+import re
+from urllib.parse import quote
+
 from django.contrib.auth.decorators import login_required
+from django.db.models import Q
+from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, render
 from django.urls import reverse
 from django.utils.translation import gettext as _
@@ -13,6 +19,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from chat import serializers as api
+from chat.export import EXPORT_FORMATS, conversation_export_json, conversation_export_markdown
 from chat.models import Conversation
 from chat.reveal import may_reveal, token_reveal
 from chat.services import (
@@ -174,7 +181,12 @@ class ConversationRenameSerializer(serializers.Serializer):
     title = serializers.CharField(max_length=TITLE_MAX_CHARS, trim_whitespace=True)
 
 
-@extend_schema(methods=["GET"], responses=api.ConversationSerializer(many=True), summary="Your conversations")
+@extend_schema(
+    methods=["GET"],
+    parameters=[OpenApiParameter("q", str, description="only conversations whose title or messages contain this")],
+    responses=api.ConversationSerializer(many=True),
+    summary="Your conversations",
+)
 @extend_schema(
     methods=["POST"],
     request=ConversationCreateSerializer,
@@ -188,8 +200,14 @@ def conversations(request: Request) -> Response:
         serializer.is_valid(raise_exception=True)
         conversation = conversation_create(owner=request.user, title=serializer.validated_data["title"])
         return Response(_conversation_json(conversation), status=status.HTTP_201_CREATED)
-    items = Conversation.objects.live().filter(owner=request.user).order_by("-updated_at")[:100]
-    return Response([_conversation_json(c) for c in items])
+    items = Conversation.objects.live().filter(owner=request.user)
+    query = " ".join(request.query_params.get("q", "").split())[:200]
+    if query:
+        # The stored text is masked: a search finds tokens, never originals.
+        items = items.filter(
+            Q(title__icontains=query) | Q(messages__role__in=["user", "assistant"], messages__content__icontains=query)
+        ).distinct()
+    return Response([_conversation_json(c) for c in items.order_by("-updated_at")[:100]])
 
 
 @extend_schema(responses=api.ModelSerializer(many=True), summary="Models a new conversation may use")
@@ -290,3 +308,34 @@ def conversation_messages(request: Request, conversation_id) -> Response:
     without an answer, their `status` (chat.turns.timeline.conversation_timeline)."""
     conversation = get_object_or_404(Conversation.objects.live(), pk=conversation_id, owner=request.user)
     return Response(conversation_timeline(conversation=conversation))
+
+
+@extend_schema(
+    parameters=[OpenApiParameter("as", str, enum=list(EXPORT_FORMATS), description="markdown (default) or json")],
+    responses={(200, "text/markdown"): str, (200, "application/json"): dict},
+    summary="Download the conversation (masked, as stored)",
+)
+@api_view(["GET"])
+def conversation_export(request: Request, conversation_id) -> HttpResponse:
+    """The conversation as a file (chat.export): personal data stays masked."""
+    conversation = get_object_or_404(Conversation.objects.live(), pk=conversation_id, owner=request.user)
+    # `as`, not `format`: DRF reads `format` for its own renderers.
+    kind = request.query_params.get("as", "markdown")
+    if kind not in EXPORT_FORMATS:
+        return Response({"detail": _("Unknown export format.")}, status=status.HTTP_400_BAD_REQUEST)
+    stem = re.sub(r"[^\w-]+", "-", conversation.title, flags=re.UNICODE).strip("-")[:60] or "conversation"
+    if kind == "json":
+        body = json.dumps(conversation_export_json(conversation=conversation), ensure_ascii=False, indent=2)
+        response = HttpResponse(body, content_type="application/json; charset=utf-8")
+        name = f"{stem}.json"
+    else:
+        response = HttpResponse(
+            conversation_export_markdown(conversation=conversation), content_type="text/markdown; charset=utf-8"
+        )
+        name = f"{stem}.md"
+    # RFC 6266: an ASCII fallback and the UTF-8 name (titles are often Korean).
+    response["Content-Disposition"] = (
+        f"attachment; filename=\"conversation.{name.rsplit('.', 1)[1]}\"; filename*=UTF-8''{quote(name)}"
+    )
+    response["X-Content-Type-Options"] = "nosniff"
+    return response

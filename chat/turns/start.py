@@ -75,9 +75,7 @@ def turn_start(
     # The language the whole turn runs in: the user's choice, else what the
     # socket's browser asked for (the active language here), else the default.
     language = language_from(stored=stored_language, fallback=translation.get_language())
-    turn = Turn(
-        conversation=locked, requested_model=(model or "")[:300], language=language, supersedes_id=supersedes
-    )
+    turn = Turn(conversation=locked, requested_model=(model or "")[:300], language=language, supersedes_id=supersedes)
     message = Message(conversation=locked, turn=turn, role=MessageRole.USER, content=text)
     if not locked.title:
         locked.title = title_from_message(text)
