@@ -12,6 +12,7 @@ from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, render
 from django.urls import reverse
 from django.utils.translation import gettext as _
+from django.utils.translation import ngettext
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers, status
 from rest_framework.decorators import api_view
@@ -73,7 +74,11 @@ def _page_text() -> dict:
         "emptyHint": _("Ask a question, or write SQL. Mention a database with @name."),
         "tools": {ToolName.RUN_SQL: _("Database query"), ToolName.SEARCH_DOCUMENTS: _("Document search")},
         "outcomes": {"success": _("Succeeded"), "denied": _("Refused"), "failed": _("Failed")},
-        "rows": _("%(count)s rows"),
+        # Both forms, picked by count in the page (Korean has one, English two).
+        "rows": {
+            "one": ngettext("%(count)s row", "%(count)s rows", 1),
+            "other": ngettext("%(count)s row", "%(count)s rows", 2),
+        },
         "duration": _("%(ms)s ms"),
         "sql": _("SQL as the model wrote it"),
         "query": _("Search as the model wrote it"),
@@ -99,6 +104,23 @@ def _page_text() -> dict:
             "public": _("Public tier: data leaves the network"),
         },
         "tierPinned": _("A conversation keeps the tier of its first answer."),
+        "copy": _("Copy"),
+        "copied": _("Copied"),
+        "copyFailed": _("Could not copy"),
+        "copyCode": _("Copy code"),
+        "edit": _("Edit"),
+        "editSend": _("Save and send"),
+        "cancel": _("Cancel"),
+        "regenerate": _("Regenerate"),
+        "earlierVersion": _("Earlier version"),
+        "noMatches": _("No conversation matches."),
+        "groups": {
+            "today": _("Today"),
+            "yesterday": _("Yesterday"),
+            "week": _("Previous 7 days"),
+            "month": _("Previous 30 days"),
+        },
+        "themes": {"system": _("Theme: system"), "light": _("Theme: light"), "dark": _("Theme: dark")},
         "approval": {
             "title": _("Approve this call?"),
             "explain": _("%(tool)s of %(connector)s wants to run with these arguments:"),

@@ -30,7 +30,12 @@ def conversation_state(*, conversation: Conversation) -> dict:
         ),
         "turn": None
         if latest is None
-        else {"turn_id": latest.pk, "status": latest.status, "events": events.replay(turn_id=latest.pk)},
+        else {
+            "turn_id": latest.pk,
+            "status": latest.status,
+            "events": events.replay(turn_id=latest.pk),
+            "finished_at": _iso(latest.finished_at),
+        },
     }
 
 
