@@ -80,8 +80,8 @@ AUDIT_DOM = """
 (root) => {
   const bad = [];
   const CODE_CLASS = /^(language-[\\w+#.-]+ )?hljs$|^language-[\\w+#.-]+$/;
-  const SCOPE = "(hljs-[\\w-]+|[\\w-]+_+)";
-  const SPAN_CLASS = new RegExp(`^(pii( \\w+)*|${SCOPE}( ${SCOPE})*)$`);
+  const SCOPE = String.raw`(hljs-[\\w-]+|[\\w-]+_+)`;
+  const SPAN_CLASS = new RegExp(String.raw`^(pii( \\w+)*|` + `${SCOPE}( ${SCOPE})*)$`);
   for (const node of root.querySelectorAll("*")) {
     if (!ALLOWED.includes(node.tagName)) bad.push("tag " + node.tagName);
     for (const attr of node.attributes) {
@@ -169,9 +169,10 @@ def test_highlighted_code_blocks_through_the_whole_stack(chat_env, pages):
     answer = page.locator(".row.assistant .markdown")
     assert answer.evaluate(f"root => ({AUDIT_DOM})(root)") == []
     assert page.locator(".row.assistant pre code.hljs").count() == len(code_payloads)
-    page.locator(".row.assistant pre").first.hover()
-    page.locator(".row.assistant .copy-code").first.click()
-    page.wait_for_function("() => navigator.clipboard.readText().then(t => t.includes('<script>'))")
+    sql = next(n for n, p in enumerate(code_payloads) if p.startswith("```sql"))
+    page.locator(".row.assistant pre").nth(sql).hover()
+    page.locator(".row.assistant .copy-code").nth(sql).click()
+    page.wait_for_function("() => navigator.clipboard.readText().then(t => t.startsWith('SELECT'))")
     copied = page.evaluate("navigator.clipboard.readText()")
     assert copied.startswith("SELECT '<img src=x onerror=") and "</span><script>" in copied
     nothing_ran(page, pages)
