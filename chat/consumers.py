@@ -364,9 +364,10 @@ class ChatConsumer(AsyncWebsocketConsumer):
             # Only to this socket, before any event of the turn (the worker's
             # events wait in this consumer's queue until this handler
             # returns): the page now knows its message was taken.
-            await self._send_json(
-                {"type": ServerEvent.TURN_STARTED, "turn_id": turn.pk, "ref": ref, "supersedes": supersedes}
-            )
+            started = {"type": ServerEvent.TURN_STARTED, "turn_id": turn.pk, "ref": ref}
+            if supersedes is not None:
+                started["supersedes"] = supersedes
+            await self._send_json(started)
         if dispatch.in_process():
             await dispatch.run_in_process(turn.pk)  # in this process, on this event loop
 
