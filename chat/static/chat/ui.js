@@ -112,7 +112,8 @@
   function dateGroup(iso, labels, now = new Date()) {
     const at = new Date(iso);
     const startOfToday = new Date(now.getFullYear(), now.getMonth(), now.getDate());
-    const days = (startOfToday - new Date(at.getFullYear(), at.getMonth(), at.getDate())) / 86400000;
+    // Rounded: a day across a daylight-saving change is 23 or 25 hours long.
+    const days = Math.round((startOfToday - new Date(at.getFullYear(), at.getMonth(), at.getDate())) / 86400000);
     if (days <= 0) return { key: "today", label: labels.today };
     if (days === 1) return { key: "yesterday", label: labels.yesterday };
     if (days <= 7) return { key: "week", label: labels.week };
