@@ -14,9 +14,12 @@ Limits, per socket (settings OWLAI_WS_*; README "Websocket protocol"):
 * Rate. Every frame takes a token from a bucket (OWLAI_WS_FRAMES_PER_SECOND,
   burst OWLAI_WS_FRAME_BURST); `turn.start` also from its own
   (OWLAI_WS_TURN_STARTS_PER_MINUTE, burst OWLAI_WS_TURN_START_BURST), on top
-  of the rule that a conversation runs one turn at a time. A frame without a
-  token gets an `error` `rate_limited` and is dropped, unread; the socket stays
-  open. Refused frames fill a third bucket that drains at
+  of the rule that a conversation runs one turn at a time. The defaults let a
+  fast person send ten messages in a row and one every three seconds after
+  that; a script that keeps starting turns is refused within the minute. A
+  frame without a token gets an `error` `rate_limited` (a refused `turn.start`
+  with `retry_after`, the seconds until it may send again, also in the
+  message) and is dropped, unread; the socket stays open. Refused frames fill a third bucket that drains at
   OWLAI_WS_FLOOD_FACTOR x the frame rate and holds OWLAI_WS_FLOOD_SECONDS of
   that: a client that keeps flooding far past its limit overflows it and is
   closed with CLOSE_RATE_LIMITED (4429).
@@ -54,6 +57,7 @@ from __future__ import annotations
 import functools
 import json
 import logging
+import math
 import time
 import uuid
 
@@ -63,6 +67,7 @@ from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
 from django.utils import translation
 from django.utils.translation import gettext as _
+from django.utils.translation import ngettext
 
 from accounts.language import browser_language
 from accounts.sessions import session_signs_in
@@ -105,13 +110,21 @@ class TokenBucket:
         self.stamp = clock()
 
     def take(self) -> bool:
-        now = self.clock()
-        self.tokens = min(self.burst, self.tokens + (now - self.stamp) * self.rate)
-        self.stamp = now
+        self._refill()
         if self.tokens >= 1:
             self.tokens -= 1
             return True
         return False
+
+    def wait(self) -> float:
+        """Seconds until the next token."""
+        self._refill()
+        return max(0.0, (1 - self.tokens) / self.rate)
+
+    def _refill(self) -> None:
+        now = self.clock()
+        self.tokens = min(self.burst, self.tokens + (now - self.stamp) * self.rate)
+        self.stamp = now
 
 
 def find_protocol(send, depth: int = 0):
@@ -155,6 +168,8 @@ def write_buffer_bytes(transport, depth: int = 0) -> int | None:
 
 class ChatConsumer(AsyncWebsocketConsumer):
     group: str | None = None
+    # The rate buckets' clock (a test gives a scripted one).
+    clock = staticmethod(time.monotonic)
     # Set once the socket is being closed for a limit: nothing more is sent.
     closing = False
     _protocol = None
@@ -171,12 +186,13 @@ class ChatConsumer(AsyncWebsocketConsumer):
         await handler(message)
 
     async def connect(self) -> None:
-        self._frames = TokenBucket(settings.OWLAI_WS_FRAMES_PER_SECOND, settings.OWLAI_WS_FRAME_BURST)
+        clock = self.clock
+        self._frames = TokenBucket(settings.OWLAI_WS_FRAMES_PER_SECOND, settings.OWLAI_WS_FRAME_BURST, clock)
         self._turn_starts = TokenBucket(
-            settings.OWLAI_WS_TURN_STARTS_PER_MINUTE / 60.0, settings.OWLAI_WS_TURN_START_BURST
+            settings.OWLAI_WS_TURN_STARTS_PER_MINUTE / 60.0, settings.OWLAI_WS_TURN_START_BURST, clock
         )
         flood_rate = settings.OWLAI_WS_FRAMES_PER_SECOND * settings.OWLAI_WS_FLOOD_FACTOR
-        self._flood = TokenBucket(flood_rate, max(1.0, flood_rate * settings.OWLAI_WS_FLOOD_SECONDS))
+        self._flood = TokenBucket(flood_rate, max(1.0, flood_rate * settings.OWLAI_WS_FLOOD_SECONDS), clock)
         self._protocol = find_protocol(self.base_send)
         self.language = self._language()
         user = self.scope.get("user")
@@ -289,7 +305,14 @@ class ChatConsumer(AsyncWebsocketConsumer):
             return
         if payload["type"] == ClientFrame.TURN_START:
             if not self._turn_starts.take():
-                await self._rate_limited(_("Too many turns started; wait a moment before asking again."), ref=ref)
+                # Said in seconds: "wait a moment" left a person guessing.
+                seconds = max(1, math.ceil(self._turn_starts.wait()))
+                message = ngettext(
+                    "Too many messages in a short time; you can send again in %(seconds)d second.",
+                    "Too many messages in a short time; you can send again in %(seconds)d seconds.",
+                    seconds,
+                ) % {"seconds": seconds}
+                await self._rate_limited(message, ref=ref, retry_after=seconds)
                 return
             await self._turn_start(payload, ref)
         elif payload["type"] == ClientFrame.TURN_CANCEL:
@@ -301,12 +324,13 @@ class ChatConsumer(AsyncWebsocketConsumer):
         else:
             await self._error("unknown_type", _("Unknown event type: %(type)s") % {"type": payload["type"][:50]})
 
-    async def _rate_limited(self, message: str, ref: str | None = None) -> None:
+    async def _rate_limited(self, message: str, ref: str | None = None, retry_after: int | None = None) -> None:
         if not self._flood.take():
             logger.warning("closing %s: it keeps sending far past its rate limit", self.channel_name)
             await self._close_for_limit(CLOSE_RATE_LIMITED)
             return
-        await self._error("rate_limited", message, ref=ref)
+        extra = {} if retry_after is None else {"retry_after": retry_after}
+        await self._error("rate_limited", message, ref=ref, **extra)
 
     async def _close_for_limit(self, code: int) -> None:
         self.closing = True
@@ -322,8 +346,12 @@ class ChatConsumer(AsyncWebsocketConsumer):
         if model is not None and (isinstance(model, bool) or not isinstance(model, (str, int))):
             await self._error("bad_event", _("'model' must be a model id or name."), ref=ref)
             return
+        supersedes = payload.get("supersedes")
+        if supersedes is not None and not _is_count(supersedes):
+            await self._error("bad_event", _("'supersedes' must be a turn id."), ref=ref)
+            return
         try:
-            turn = await self._start(text, None if model in (None, "") else str(model))
+            turn = await self._start(text, None if model in (None, "") else str(model), supersedes)
         except TurnRefused as refused:
             await self._error("turn_refused", str(refused), ref=ref)
             return
@@ -336,7 +364,10 @@ class ChatConsumer(AsyncWebsocketConsumer):
             # Only to this socket, before any event of the turn (the worker's
             # events wait in this consumer's queue until this handler
             # returns): the page now knows its message was taken.
-            await self._send_json({"type": ServerEvent.TURN_STARTED, "turn_id": turn.pk, "ref": ref})
+            started = {"type": ServerEvent.TURN_STARTED, "turn_id": turn.pk, "ref": ref}
+            if supersedes is not None:
+                started["supersedes"] = supersedes
+            await self._send_json(started)
         if dispatch.in_process():
             await dispatch.run_in_process(turn.pk)  # in this process, on this event loop
 
@@ -435,8 +466,8 @@ class ChatConsumer(AsyncWebsocketConsumer):
             return None
         return write_buffer_bytes(getattr(self._protocol, "transport", None))
 
-    async def _error(self, code: str, message: str, *, ref: str | None = None) -> None:
-        frame = {"type": ServerEvent.ERROR, "code": code, "message": message}
+    async def _error(self, code: str, message: str, *, ref: str | None = None, **extra) -> None:
+        frame = {"type": ServerEvent.ERROR, "code": code, "message": message, **extra}
         if ref is not None:
             frame["ref"] = ref
         await self._send_json(frame)
@@ -450,7 +481,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
         return turn_events_after(conversation=self.conversation, turn_id=turn_id, after_seq=after_seq)
 
     @off_loop
-    def _start(self, text: str, model: str | None):
+    def _start(self, text: str, model: str | None, supersedes: int | None = None):
         """The new turn, or None when the session has ended (see
         _session_alive). With a broker the turn is handed to a worker here,
         once stored, in the same trip off the event loop."""
@@ -458,7 +489,9 @@ class ChatConsumer(AsyncWebsocketConsumer):
             return None
         with translation.override(self.language):
             # turn_start reads the conversation afresh under its lock.
-            turn = turn_start(conversation=self.conversation, user=self.scope["user"], text=text, model=model)
+            turn = turn_start(
+                conversation=self.conversation, user=self.scope["user"], text=text, model=model, supersedes=supersedes
+            )
         dispatch.send_after_start(turn.pk)
         return turn
 

@@ -128,6 +128,14 @@ class Turn(models.Model):
     # carried to every audit row the run writes.
     origin = models.CharField(_("origin"), max_length=20, default="chat")
     origin_ref = models.CharField(_("origin reference"), max_length=100, blank=True)
+    # Regenerate and edit: this turn is a new version of an earlier turn of
+    # the same conversation (its answer regenerated, or its message edited
+    # and sent again). The earlier one stays shown as an earlier version and
+    # leaves the model's history; the new one is an ordinary turn (started,
+    # run and audited as any other).
+    supersedes = models.ForeignKey(
+        "self", on_delete=models.SET_NULL, null=True, blank=True, related_name="+", verbose_name=_("supersedes")
+    )
 
     class Meta:
         verbose_name = _("turn")

@@ -37,6 +37,10 @@ class UserItemSerializer(serializers.Serializer):
     role = serializers.ChoiceField(choices=["user"])
     content = serializers.CharField()
     turn_id = serializers.IntegerField()
+    supersedes = serializers.IntegerField(
+        allow_null=True, help_text="the turn this one is a new version of (regenerated or edited), if any"
+    )
+    at = serializers.DateTimeField(allow_null=True, help_text="when the message was sent")
 
 
 class AssistantItemSerializer(serializers.Serializer):
@@ -45,6 +49,7 @@ class AssistantItemSerializer(serializers.Serializer):
     turn_id = serializers.IntegerField()
     model = serializers.CharField(help_text="the model's label, as the page shows it live")
     tier = serializers.ChoiceField(choices=Tier.choices, allow_blank=True)
+    at = serializers.DateTimeField(allow_null=True, help_text="when the answer ended")
 
 
 class StepItemSerializer(serializers.Serializer):

@@ -5,6 +5,7 @@ recovery, timeline) is in chat.turns."""
 from __future__ import annotations
 
 import logging
+import re
 
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
@@ -29,10 +30,20 @@ def conversation_create(*, owner: AbstractBaseUser, title: str = "", model: LlmM
     return Conversation.objects.create(owner=owner, title=title[:TITLE_MAX_CHARS], model=model)
 
 
+# Markdown a person does not read as words: a code fence line, and the
+# marker at the start of a heading, quote or list item.
+_FENCE = re.compile(r"^\s*(```|~~~)")
+_LINE_MARKER = re.compile(r"^\s*(?:#{1,6}\s+|>\s*|[-*+]\s+|\d+[.)]\s+)")
+
+
 def title_from_message(text: str) -> str:
-    """The first line of the first message, spaces collapsed, cut at a word
-    boundary near AUTO_TITLE_CHARS with an ellipsis."""
-    first = next((line for line in text.splitlines() if line.strip()), "")
+    """The first line of the first message that is not a code fence, without
+    its heading/quote/list marker, spaces collapsed, cut at a word boundary
+    near AUTO_TITLE_CHARS with an ellipsis (a message that opens with a code
+    block was titled "```")."""
+    lines = [line for line in text.splitlines() if line.strip()]
+    words = (_LINE_MARKER.sub("", line) for line in lines if not _FENCE.match(line))
+    first = next((line for line in words if line.strip()), lines[0] if lines else "")
     first = " ".join(first.split())
     if len(first) <= AUTO_TITLE_CHARS:
         return first

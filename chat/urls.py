@@ -22,6 +22,7 @@ urlpatterns = [
     path(
         "api/conversations/<uuid:conversation_id>/messages/", views.conversation_messages, name="conversation-messages"
     ),
+    path("api/conversations/<uuid:conversation_id>/export/", views.conversation_export, name="conversation-export"),
     # Approvals of connector calls (chat.approvals).
     path("api/approvals/<uuid:approval_id>/", approval_views.approval_decide, name="approval-decide"),
     path("api/always-allowed/", approval_views.always_allowed, name="always-allowed"),

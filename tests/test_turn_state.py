@@ -315,7 +315,9 @@ def test_a_connecting_client_gets_the_state_from_the_database(personas, install_
     empty, live, state = async_to_sync(scenario)()
     assert empty == {"type": "state", "messages": [], "turn": None}
     assert state["type"] == "state"
-    assert state["messages"] == [{"role": "user", "content": "SELECT 1 AS one", "turn_id": live[0]["turn_id"]}]
+    (message,) = state["messages"]
+    assert message.pop("at")  # when it was sent
+    assert message == {"role": "user", "content": "SELECT 1 AS one", "turn_id": live[0]["turn_id"], "supersedes": None}
     assert state["turn"]["status"] == "completed" and state["turn"]["turn_id"] == live[0]["turn_id"]
     assert state["turn"]["events"] == live  # the finished turn renders as it did live
 

@@ -32,10 +32,18 @@ class TurnRefused(Exception):
 
 
 @transaction.atomic
-def turn_start(*, conversation: Conversation, user: AbstractBaseUser, text: str, model: str | None) -> Turn:
+def turn_start(
+    *, conversation: Conversation, user: AbstractBaseUser, text: str, model: str | None, supersedes: int | None = None
+) -> Turn:
+    """A new turn of `conversation` asking `text`. With `supersedes` (a
+    turn id) it is a new version of the conversation's latest turn: that
+    turn's answer regenerated (`text` empty: the same message again) or its
+    message edited. Either way it is an ordinary turn from here on."""
     if conversation.owner_id != user.pk:
         raise TurnRefused(_("Only the owner can continue this conversation."))
     text = text.strip()
+    if supersedes is not None and not text:
+        text = _superseded_message(conversation, supersedes)
     if not text:
         raise TurnRefused(_("The message is empty."))
     if len(text) > settings.OWLAI_MAX_MESSAGE_CHARS:
@@ -62,10 +70,12 @@ def turn_start(*, conversation: Conversation, user: AbstractBaseUser, text: str,
             raise TurnRefused(_("A tool call in this conversation is waiting for your approval; answer it first."))
         if Turn.objects.filter(conversation=locked, status__in=ACTIVE_TURN_STATUSES).exists():
             raise TurnRefused(_("A turn is already running in this conversation."))
+    if supersedes is not None:
+        _check_supersedes(locked, supersedes)
     # The language the whole turn runs in: the user's choice, else what the
     # socket's browser asked for (the active language here), else the default.
     language = language_from(stored=stored_language, fallback=translation.get_language())
-    turn = Turn(conversation=locked, requested_model=(model or "")[:300], language=language)
+    turn = Turn(conversation=locked, requested_model=(model or "")[:300], language=language, supersedes_id=supersedes)
     message = Message(conversation=locked, turn=turn, role=MessageRole.USER, content=text)
     if not locked.title:
         locked.title = title_from_message(text)
@@ -88,6 +98,25 @@ def turn_start(*, conversation: Conversation, user: AbstractBaseUser, text: str,
         prepared.insert(message)
         prepared.fetchall(sql.touch(), touch)
     return turn
+
+
+def _superseded_message(conversation: Conversation, turn_id: int) -> str:
+    """The user message of the turn a regeneration replaces ("" if none)."""
+    message = (
+        Message.objects.filter(conversation_id=conversation.pk, turn_id=turn_id, role=MessageRole.USER)
+        .values_list("content", flat=True)
+        .first()
+    )
+    return message or ""
+
+
+def _check_supersedes(conversation: Conversation, turn_id: int) -> None:
+    """Only the latest turn gets a new version: an earlier one would need
+    the turns after it to leave the history too (branches), which the page
+    does not offer."""
+    latest = Turn.objects.filter(conversation_id=conversation.pk).order_by("-created_at", "-id").first()
+    if latest is None or latest.pk != turn_id:
+        raise TurnRefused(_("Only the latest message can be edited or its answer regenerated."))
 
 
 @transaction.atomic

@@ -82,6 +82,8 @@ def history() -> str:
         f"SELECT {prepared.columns(Message, 'm')} FROM {Message._meta.db_table} m"
         f" JOIN {Turn._meta.db_table} t ON t.id = m.turn_id"
         f" WHERE m.conversation_id = %s AND (t.status = '{TurnStatus.COMPLETED}' OR t.id = %s)"
+        # An earlier version (regenerated, or its message edited) leaves the history.
+        f" AND NOT EXISTS (SELECT 1 FROM {Turn._meta.db_table} v WHERE v.supersedes_id = t.id)"
         " ORDER BY m.created_at, m.id"
     )
 

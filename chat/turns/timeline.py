@@ -30,7 +30,12 @@ def conversation_state(*, conversation: Conversation) -> dict:
         ),
         "turn": None
         if latest is None
-        else {"turn_id": latest.pk, "status": latest.status, "events": events.replay(turn_id=latest.pk)},
+        else {
+            "turn_id": latest.pk,
+            "status": latest.status,
+            "events": events.replay(turn_id=latest.pk),
+            "finished_at": _iso(latest.finished_at),
+        },
     }
 
 
@@ -88,12 +93,21 @@ def conversation_timeline(
             if last_turn_id is not None:
                 close_turn(last_turn_id)
             last_turn_id = turn_id
+        turn = turns.get(turn_id)
         if role == MessageRole.USER:
-            out.append({"role": "user", "content": content, "turn_id": turn_id})
+            out.append(
+                {
+                    "role": "user",
+                    "content": content,
+                    "turn_id": turn_id,
+                    # A new version of that turn (regenerated or edited), and when it was sent.
+                    "supersedes": turn.supersedes_id if turn else None,
+                    "at": _iso(turn.created_at if turn else None),
+                }
+            )
             continue
         if turn_id == skip_turn:
             continue
-        turn = turns.get(turn_id)
         if role == MessageRole.ASSISTANT and content:
             out.append(
                 {
@@ -102,6 +116,7 @@ def conversation_timeline(
                     "turn_id": turn_id,
                     "model": labels.get((turn.provider_name, turn.model_name), turn.model_name) if turn else "",
                     "tier": turn.tier if turn else "",
+                    "at": _iso(turn.finished_at if turn else None),
                 }
             )
         elif role == MessageRole.TOOL:
@@ -112,6 +127,10 @@ def conversation_timeline(
     if last_turn_id is not None:
         close_turn(last_turn_id)
     return out
+
+
+def _iso(moment) -> str | None:
+    return moment.isoformat() if moment else None
 
 
 def _steps_by_call(conversation: Conversation) -> dict[tuple[int, str], dict]:

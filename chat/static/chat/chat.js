@@ -159,12 +159,27 @@
   function showPopover(anchor, text) {
     popover.textContent = text;
     popover.hidden = false;
+    popover._anchor = anchor;
+    placePopover();
+  }
+  /* Under its chip; it follows the chip as the log scrolls and goes once the
+   * chip leaves the log's view (it stayed put over other messages). */
+  function placePopover() {
+    const anchor = popover._anchor;
+    if (popover.hidden || !anchor) return;
     const r = anchor.getBoundingClientRect();
+    const view = log.getBoundingClientRect();
+    if (!anchor.isConnected || r.bottom < view.top || r.top > view.bottom) {
+      popover.hidden = true;
+      return;
+    }
     const width = Math.min(300, window.innerWidth - 16);
     popover.style.maxWidth = width + "px";
     popover.style.left = Math.max(8, Math.min(r.left, window.innerWidth - width - 8)) + "px";
     popover.style.top = r.bottom + 6 + "px";
   }
+  log.addEventListener("scroll", placePopover);
+  window.addEventListener("resize", placePopover);
   document.addEventListener("click", (e) => {
     if (!e.target.closest || !e.target.closest(".pii")) popover.hidden = true;
   });
@@ -237,14 +252,127 @@
     log.appendChild(empty);
   }
 
-  function userBubble(text, turnId) {
+  const copyLabels = { copy: T.copy, copied: T.copied, copyFailed: T.copyFailed };
+
+  function actionButton(className, label, onClick) {
+    const button = el("button", "action " + className, label);
+    button.type = "button";
+    button.title = label;
+    button.addEventListener("click", onClick);
+    return button;
+  }
+
+  /* A message of the user: the bubble, then when it was sent, Copy and Edit
+   * (Edit on the latest message only, see markLatest). */
+  function userBubble(text, turnId, at) {
     const row = el("div", "row user");
+    const wrap = el("div", "user-wrap");
     const bubble = el("div", "bubble user", text);
-    if (turnId) bubble.dataset.turn = turnId;
-    row.appendChild(bubble);
+    bubble._text = text;
+    if (turnId) {
+      bubble.dataset.turn = turnId;
+      row.dataset.turn = turnId;
+    }
+    const actions = el("div", "actions");
+    actions.append(
+      OwlUI.timeElement(at),
+      OwlUI.copyButton("action copy", copyLabels, () => bubble._text),
+      actionButton("edit", T.edit, () => startEdit(row, bubble)),
+    );
+    wrap.append(bubble, actions);
+    row.appendChild(wrap);
     log.appendChild(row);
     follow();
     return bubble;
+  }
+
+  // --- versions: regenerate and edit ------------------------------------------------------
+
+  /* The latest message and answer (outside earlier versions) offer Edit and
+   * Regenerate; the server takes a new version of the latest turn only. */
+  function markLatest() {
+    for (const row of log.querySelectorAll(".row.latest")) row.classList.remove("latest");
+    const current = [...log.children].filter((n) => n.classList.contains("row"));
+    const lastUser = current.filter((n) => n.classList.contains("user")).pop();
+    const lastAnswer = current.filter((n) => n.classList.contains("assistant")).pop();
+    if (lastUser && lastUser.dataset.turn) lastUser.classList.add("latest");
+    if (lastAnswer && lastUser && lastAnswer.dataset.turn === lastUser.dataset.turn) lastAnswer.classList.add("latest");
+  }
+
+  /* Turn `turnId` has a new version: its rows fold into an "earlier version". */
+  function supersede(turnId) {
+    const rows = [...log.children].filter((n) => n.dataset && n.dataset.turn === String(turnId));
+    if (!rows.length) return;
+    const box = el("details", "earlier-version");
+    box.dataset.turn = turnId;
+    box.appendChild(el("summary", null, T.earlierVersion));
+    rows[0].before(box);
+    for (const row of rows) {
+      row.classList.remove("latest");
+      box.appendChild(row);
+    }
+  }
+
+  function startEdit(row, bubble) {
+    if (busy || !row.classList.contains("latest")) return;
+    const editor = el("div", "editor");
+    const area = el("textarea", "edit-text");
+    area.value = bubble._text;
+    area.setAttribute("aria-label", T.edit);
+    const save = actionButton("edit-send primary", T.editSend, () => {
+      const text = area.value.trim();
+      if (!text) return;
+      editor.remove();
+      bubble.hidden = false;
+      resend(text, Number(row.dataset.turn));
+    });
+    const cancel = actionButton("edit-cancel", T.cancel, () => {
+      editor.remove();
+      bubble.hidden = false;
+    });
+    area.addEventListener("keydown", (e) => {
+      if (e.key === "Enter" && !e.shiftKey && !e.isComposing && e.keyCode !== 229) {
+        e.preventDefault();
+        save.click();
+      } else if (e.key === "Escape") cancel.click();
+    });
+    editor.append(area, el("div", "editor-buttons"));
+    editor.lastChild.append(cancel, save);
+    bubble.hidden = true;
+    bubble.after(editor);
+    area.focus();
+  }
+
+  /* A new version of turn `turnId`: its message again (regenerate) or edited. */
+  function resend(text, turnId) {
+    if (busy) return;
+    if (!socket || socket.readyState !== WebSocket.OPEN) {
+      flash(T.notConnected);
+      return;
+    }
+    flash("");
+    sendTurn(text, turnId);
+  }
+
+  function answerText(turnId) {
+    return [...body(turnId).querySelectorAll(".text")].map((b) => b._text || "").join("\n\n");
+  }
+
+  function setAnswerTime(turnId, at) {
+    const meta = answer(turnId).querySelector(".meta");
+    const old = meta.querySelector("time");
+    const stamp = OwlUI.timeElement(at);
+    if (old) old.replaceWith(stamp);
+    else meta.appendChild(stamp);
+  }
+
+  // --- hooks for other apps of the page: DOM events on the answer's row ----------------
+  // "owlai:answer-rendered" when an answer is shown complete (live or from
+  // the stored conversation), "owlai:conversation-opened" once a
+  // conversation's log is shown; detail {conversationId, turnId, element}.
+  function emitHook(name, turnId, element) {
+    const detail = { conversationId: conversation ? conversation.id : null, turnId, element };
+    element.dispatchEvent(new CustomEvent(name, { detail, bubbles: true }));
   }
 
   /* The answer of one turn: a header (model · tier), then its texts and tool
@@ -254,14 +382,25 @@
     if (!node) {
       node = el("div", "row assistant");
       node.dataset.turn = turnId;
-      node.appendChild(el("div", "meta"));
+      const head = el("div", "meta");
+      head.appendChild(el("span", "meta-model"));
+      node.appendChild(head);
       node.appendChild(el("div", "answer-body"));
+      const actions = el("div", "actions");
+      actions.append(
+        OwlUI.copyButton("action copy", copyLabels, () => answerText(turnId)),
+        actionButton("regenerate", T.regenerate, () => {
+          const row = log.querySelector(`.row.user.latest[data-turn="${turnId}"]`);
+          if (row && node.classList.contains("latest")) resend(row.querySelector(".bubble")._text, Number(turnId));
+        }),
+      );
+      node.appendChild(actions);
       log.appendChild(node);
       answers[turnId] = node;
     }
     if (meta && meta.model) {
       const tier = CONFIG.tierLabels[meta.tier] || meta.tier || "";
-      node.querySelector(".meta").textContent = tier ? `${meta.model} · ${tier}` : meta.model;
+      node.querySelector(".meta-model").textContent = tier ? `${meta.model} · ${tier}` : meta.model;
     }
     return node;
   }
@@ -302,6 +441,11 @@
   }
   function renderBlock(block) {
     block.replaceChildren(OwlRender.markdown(block._text || ""));
+    for (const pre of block.querySelectorAll("pre")) {
+      const code = pre.querySelector("code");
+      const labels = { ...copyLabels, copy: T.copyCode };
+      pre.prepend(OwlUI.copyButton("copy-code", labels, () => (code && code._raw !== undefined ? code._raw : pre.textContent)));
+    }
   }
 
   function currentText(turnId, create) {
@@ -335,7 +479,8 @@
     if (step.finished) {
       summary.appendChild(el("span", `badge outcome-${step.outcome}`, T.outcomes[step.outcome] || step.outcome));
       if (step.row_count !== null && step.row_count !== undefined) {
-        summary.appendChild(el("span", "step-rows", fmt(T.rows, { count: step.row_count })));
+        const form = step.row_count === 1 ? T.rows.one : T.rows.other;
+        summary.appendChild(el("span", "step-rows", fmt(form, { count: step.row_count })));
       }
       if (step.duration_ms !== undefined) summary.appendChild(el("span", "step-time", fmt(T.duration, { ms: step.duration_ms })));
     } else {
@@ -557,12 +702,17 @@
   function showTimeline(items) {
     clearLog();
     for (const m of items) {
-      if (m.role === "user") userBubble(m.content, m.turn_id);
-      else if (m.role === "assistant") addText(m.turn_id, m.content, { model: m.model, tier: m.tier });
-      else if (m.role === "step") upsertStep(m.turn_id, m);
+      if (m.role === "user") {
+        if (m.supersedes) supersede(m.supersedes);
+        userBubble(m.content, m.turn_id, m.at);
+      } else if (m.role === "assistant") {
+        addText(m.turn_id, m.content, { model: m.model, tier: m.tier });
+        if (m.at) setAnswerTime(m.turn_id, m.at);
+      } else if (m.role === "step") upsertStep(m.turn_id, m);
       else if (m.role === "status") addStatus(m.turn_id, m.status, m.content);
     }
     for (const turnId of Object.keys(answers)) closeApprovals(turnId); // these turns have ended
+    for (const [turnId, node] of Object.entries(answers)) emitHook("owlai:answer-rendered", Number(turnId), node);
   }
 
   function showState(st) {
@@ -581,10 +731,13 @@
       if (live) setBusy(true, st.turn.turn_id);
       for (const ev of st.turn.events) apply(ev);
       if (working) setWorking(st.turn.turn_id, true);
+      if (st.turn.finished_at && answers[st.turn.turn_id]) setAnswerTime(st.turn.turn_id, st.turn.finished_at);
     }
-    if (pending) log.appendChild(pending.bubble.parentElement); // still waiting for the server
+    if (pending) log.appendChild(pending.row); // still waiting for the server
+    markLatest();
     stick = true;
     follow();
+    if (!stateShown) emitHook("owlai:conversation-opened", st.turn ? st.turn.turn_id : null, log);
     if (stateShown) {
       loadConversations();
       loadModels();
@@ -627,13 +780,16 @@
       if (pending && ev.ref === pending.ref) {
         pending.bubble.classList.remove("pending");
         pending.bubble.dataset.turn = ev.turn_id;
-        if (box.value === pending.text) box.value = "";
+        pending.row.dataset.turn = ev.turn_id;
+        if (ev.supersedes) supersede(ev.supersedes);
+        if (box.value === pending.text && !pending.supersedes) box.value = "";
         autosize();
         pending = null;
       }
       setBusy(true, ev.turn_id);
       answer(ev.turn_id);
       setWorking(ev.turn_id, true);
+      markLatest();
       follow();
       loadConversations(); // a first message has just titled it
       return;
@@ -650,7 +806,7 @@
       if (ev.code === "cancel_refused") setBusy(false, null);
       if (pending && (ev.ref === pending.ref || ev.code === "turn_refused")) {
         // Not taken: the message is not shown as sent, its text stays in the box.
-        pending.bubble.parentElement.remove();
+        pending.row.remove();
         pending = null;
         setBusy(false, null);
       }
@@ -712,6 +868,9 @@
         closeApprovals(id);
         if (ev.status === "cancelled") addStatus(id, "cancelled");
         setWorking(id, false);
+        setAnswerTime(id, null); // now; a replayed state sets the stored time after
+        markLatest();
+        emitHook("owlai:answer-rendered", id, answer(id));
         if (activeTurn === id || activeTurn === null) setBusy(false, null);
         if (stateShown) {
           loadConversations();
@@ -726,6 +885,7 @@
   function setBusy(on, turnId) {
     busy = on;
     activeTurn = on ? turnId : null;
+    document.body.classList.toggle("busy", on);
     const send = $("send");
     send.classList.toggle("stop", on);
     send.textContent = on ? T.stop : T.send;
@@ -743,14 +903,18 @@
   });
 
   let refCounter = 0;
-  function sendTurn(text) {
+  /* `supersedes`: the turn this is a new version of (regenerate, edit). */
+  function sendTurn(text, supersedes = null) {
     const ref = `r${Date.now().toString(36)}${(refCounter += 1)}`;
-    pending = { ref, text, bubble: userBubble(text) };
+    const bubble = userBubble(text);
+    pending = { ref, text, bubble, row: bubble.closest(".row"), supersedes };
     pending.bubble.classList.add("pending");
     stick = true;
     follow();
     setBusy(true, null);
-    socket.send(JSON.stringify({ type: "turn.start", text, model: $("model").value || null, ref }));
+    const frame = { type: "turn.start", text, model: $("model").value || null, ref };
+    if (supersedes) frame.supersedes = supersedes;
+    socket.send(JSON.stringify(frame));
   }
 
   async function submit() {
@@ -853,9 +1017,12 @@
 
   // --- conversations ------------------------------------------------------------------------
 
-  async function open(c, { keepComposer = false } = {}) {
+  /* `fromUrl`: the address already names it (a typed #id, Back/Forward);
+   * otherwise opening it adds a history entry, so Back returns here. */
+  async function open(c, { keepComposer = false, fromUrl = false } = {}) {
     conversation = c;
-    history.replaceState(null, "", "#" + c.id);
+    if (!fromUrl && location.hash !== "#" + c.id) history.pushState(null, "", "#" + c.id);
+    showExport(c);
     disconnect();
     stateShown = false;
     pending = null;
@@ -867,11 +1034,12 @@
     await Promise.all([loadModels(), loadConversations()]);
   }
 
-  function newConversation() {
+  function newConversation({ fromUrl = false } = {}) {
     disconnect();
     conversation = null;
     pending = null;
-    history.replaceState(null, "", location.pathname);
+    if (!fromUrl && location.hash) history.pushState(null, "", location.pathname + location.search);
+    showExport(null);
     setBusy(false, null);
     showEmpty();
     loadModels();
@@ -881,8 +1049,11 @@
   }
 
   async function loadConversations() {
+    const query = search.value.trim();
     try {
-      conversations = await api("/api/conversations/");
+      const found = await api("/api/conversations/" + (query ? `?q=${encodeURIComponent(query)}` : ""));
+      if (query !== search.value.trim()) return conversations; // a newer search is on its way
+      conversations = found;
     } catch (e) {
       return conversations;
     }
@@ -894,12 +1065,26 @@
   // (a refresh after a turn would otherwise drop what the user is typing).
   let renaming = null;
 
+  /* Newest first, under date headings (today, yesterday, …). */
   function renderConversations() {
     if (renaming) return;
-    const list = $("conversations");
-    list.replaceChildren();
+    const groups = $("conversations");
+    groups.replaceChildren();
     // A conversation nobody wrote in yet has no title: not listed.
-    for (const c of conversations.filter((x) => x.title || (conversation && x.id === conversation.id))) {
+    const shown = conversations.filter((x) => x.title || (conversation && x.id === conversation.id));
+    if (!shown.length && search.value.trim()) groups.appendChild(el("p", "no-matches", T.noMatches));
+    let list = null;
+    let group = null;
+    for (const c of shown) {
+      const g = OwlUI.dateGroup(c.updated_at, T.groups);
+      if (!list || g.key !== group) {
+        group = g.key;
+        const section = el("section", "conversation-group");
+        section.appendChild(el("h3", "group-label", g.label));
+        list = el("ul");
+        section.appendChild(list);
+        groups.appendChild(section);
+      }
       const item = el("li", "conversation" + (conversation && c.id === conversation.id ? " active" : ""));
       item.dataset.id = c.id;
       const link = el("a", "conversation-title", c.title || T.untitled);
@@ -1040,7 +1225,72 @@
 
   // --- shell --------------------------------------------------------------------------------------
 
-  $("new").addEventListener("click", newConversation);
+  $("new").addEventListener("click", () => newConversation());
+
+  // Search: as the user types (a short pause first); Ctrl+K or ⌘K from anywhere.
+  const search = $("search");
+  let searchTimer = null;
+  search.addEventListener("input", () => {
+    clearTimeout(searchTimer);
+    searchTimer = setTimeout(loadConversations, 200);
+  });
+  search.addEventListener("keydown", (e) => {
+    if (e.key === "Escape") {
+      search.value = "";
+      loadConversations();
+      box.focus();
+    }
+  });
+  document.addEventListener("keydown", (e) => {
+    if ((e.ctrlKey || e.metaKey) && !e.altKey && (e.key === "k" || e.key === "K")) {
+      e.preventDefault();
+      document.body.classList.add("drawer-open"); // on a phone the list is a drawer
+      search.focus();
+      search.select();
+    }
+  });
+
+  function showExport(c) {
+    const menu = $("export");
+    menu.hidden = !c;
+    menu.open = false;
+    if (!c) return;
+    $("export-md").href = `/api/conversations/${c.id}/export/`;
+    $("export-json").href = `/api/conversations/${c.id}/export/?as=json`;
+  }
+  for (const link of $("export").querySelectorAll("a")) {
+    link.addEventListener("click", () => {
+      $("export").open = false;
+    });
+  }
+
+  OwlUI.themeToggle($("theme"), T.themes);
+
+  /* The address names the conversation: a typed #id, Back and Forward open
+   * it (the page used to keep the old one under the new address, and the
+   * next message went to the old one). */
+  window.addEventListener("hashchange", async () => {
+    const id = location.hash.slice(1);
+    if (conversation && conversation.id === id) return;
+    if (!id) {
+      newConversation({ fromUrl: true });
+      return;
+    }
+    let c = conversations.find((x) => x.id === id);
+    if (!c) {
+      try {
+        c = await api(`/api/conversations/${encodeURIComponent(id)}/`);
+      } catch (e) {
+        c = null;
+      }
+    }
+    if (location.hash.slice(1) !== id) return; // moved on meanwhile
+    if (c) await open(c, { fromUrl: true });
+    else {
+      newConversation({ fromUrl: true });
+      flash(T.gone);
+    }
+  });
   $("menu").addEventListener("click", () => document.body.classList.toggle("drawer-open"));
   $("scrim").addEventListener("click", () => document.body.classList.remove("drawer-open"));
   const language = $("language");
@@ -1067,8 +1317,8 @@
     })();
     const items = await loadConversations();
     const wanted = items.find((c) => "#" + c.id === location.hash);
-    if (wanted) await open(wanted);
-    else newConversation();
+    if (wanted) await open(wanted, { fromUrl: true });
+    else newConversation({ fromUrl: !location.hash });
     if (draft && draft.text && (!draft.id || (conversation && draft.id === conversation.id))) {
       box.value = draft.text;
       autosize();

@@ -4,7 +4,8 @@
  * Everything the model or a tool wrote is untrusted. Two layers keep it
  * inert: markdown-it with raw HTML off (tags come out as text) and only
  * http(s)/mailto links, then DOMPurify with a short allowlist of tags and
- * attributes. Images are never loaded: a model could put data it read into
+ * attributes. Code blocks are highlighted by highlight.js from their text
+ * (its output passes DOMPurify again: <span class="hljs-…"> only). Images are never loaded: a model could put data it read into
  * an image URL and the browser would send it away without a click. Chips
  * and tool results are built with createElement/textContent only. The page
  * also sends a Content-Security-Policy without inline scripts, so a
@@ -17,7 +18,7 @@
     "p", "br", "hr", "strong", "em", "del", "s", "code", "pre", "blockquote",
     "ul", "ol", "li", "h1", "h2", "h3", "h4", "h5", "h6",
     "table", "thead", "tbody", "tr", "th", "td", "a",
-  ];
+  ];  // no <span>: only highlight.js's pass (below) may add one
   const ALLOWED_ATTR = ["href", "title", "start"];
   const SAFE_URL = /^(?:https?:|mailto:)/i;
 
@@ -26,6 +27,17 @@
   md.validateLink = (url) => SAFE_URL.test(String(url).trim());
 
   const purify = global.DOMPurify;
+  // `class` is allowed in two shapes only: a fence's language on <code>
+  // (markdown-it's `language-sql`), and highlight.js's own `hljs-*` scopes on
+  // the <span>s of its output. Any other class (a model imitating a token
+  // chip or a button) is dropped.
+  const LANGUAGE_CLASS = /^language-[\w+#.-]{1,30}$/;
+  const HLJS_CLASS = /^(?:hljs-[\w-]+|[\w-]+_+)(?: (?:hljs-[\w-]+|[\w-]+_+))*$/;
+  purify.addHook("uponSanitizeAttribute", (node, data) => {
+    if (data.attrName !== "class") return;
+    if (node.tagName === "CODE" && LANGUAGE_CLASS.test(data.attrValue)) data.forceKeepAttr = true;
+    else if (!(node.tagName === "SPAN" && HLJS_CLASS.test(data.attrValue))) data.keepAttr = false;
+  });
   purify.addHook("afterSanitizeAttributes", (node) => {
     if (node.tagName === "A") {
       node.setAttribute("target", "_blank");
@@ -41,6 +53,36 @@
       ALLOW_DATA_ATTR: false,
       RETURN_DOM_FRAGMENT: true,
     });
+  }
+
+  /* highlight.js's markup for `code` (it escapes the text itself); kept to
+   * <span class="hljs-…"> by a second sanitising pass all the same. */
+  const hljs = global.hljs;
+  const AUTO_LANGUAGES = ["sql", "python", "javascript", "typescript", "json", "bash", "yaml", "xml", "java", "go"];
+  const HIGHLIGHT_MAX_CHARS = 20000; // past this, plain text: the page stays fast while streaming
+
+  function highlightCode(code) {
+    const raw = code.textContent;
+    code._raw = raw; // what "copy" copies: the text as written (tokens, not revealed values)
+    if (!hljs || raw.length > HIGHLIGHT_MAX_CHARS) return;
+    const match = /^language-(.+)$/.exec(code.getAttribute("class") || "");
+    const language = match && hljs.getLanguage(match[1]) ? match[1] : null;
+    let html;
+    try {
+      html = language
+        ? hljs.highlight(raw, { language, ignoreIllegals: true }).value
+        : hljs.highlightAuto(raw, AUTO_LANGUAGES).value;
+    } catch (e) {
+      return; // stays plain text
+    }
+    const spans = purify.sanitize(html, {
+      ALLOWED_TAGS: ["span"],
+      ALLOWED_ATTR: ["class"],
+      ALLOW_DATA_ATTR: false,
+      RETURN_DOM_FRAGMENT: true,
+    });
+    code.replaceChildren(spans);
+    code.classList.add("hljs");
   }
 
   // Token labels come from the server (governance.pii.kinds): one vocabulary.
@@ -89,6 +131,7 @@
       table.replaceWith(wrap);
       wrap.appendChild(table);
     }
+    for (const code of fragment.querySelectorAll("pre > code")) highlightCode(code);
     chipTextNodes(fragment);
     return fragment;
   }
