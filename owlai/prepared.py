@@ -23,6 +23,8 @@ from typing import Any
 from django.conf import settings
 from django.db import connection, models, transaction
 
+from owlai.connection_health import renew_if_broken
+
 
 def enabled() -> bool:
     return connection.vendor == "postgresql" and bool(getattr(settings, "OWLAI_PREPARED_STATEMENTS", False))
@@ -37,12 +39,19 @@ def writes_in_with() -> bool:
 
 def fetchall(sql: str, params: Sequence[Any]) -> list[tuple]:
     """Run `sql` (%s placeholders) and return its rows."""
+    # A connection a query failed on is checked again (and replaced if
+    # broken): a turn runs for minutes past the check Django does per task.
+    renew_if_broken()
     if not enabled():
         with connection.cursor() as cursor:
             cursor.execute(sql, params)
             return cursor.fetchall()
     import psycopg
 
+    # What Django's own cursors do first (CONN_HEALTH_CHECKS): a connection
+    # kept from before a database restart is checked at the first statement
+    # of a request or task and replaced when it no longer answers.
+    connection.close_if_health_check_failed()
     connection.ensure_connection()
     # Django's error wrapper: psycopg errors become django.db errors, and a
     # broken connection is noticed (errors_occurred) like after any query.

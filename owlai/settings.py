@@ -232,6 +232,10 @@ OWLAI_TURN_QUEUE_SECONDS = env.float("OWLAI_TURN_QUEUE_SECONDS", default=120.0)
 if OWLAI_TURN_STALE_SECONDS < 2 * OWLAI_TURN_HEARTBEAT_SECONDS:
     # One late heartbeat (a busy database) must not fail a healthy turn.
     raise ImproperlyConfigured("OWLAI_TURN_STALE_SECONDS must be at least twice OWLAI_TURN_HEARTBEAT_SECONDS")
+# A turn's claim and its end wait this long for an application database that
+# went away (a restart) before giving up (owlai.connection_health); then the
+# recovery job ends the turn (STALE + RECOVERY).
+OWLAI_TURN_END_RETRY_SECONDS = env.float("OWLAI_TURN_END_RETRY_SECONDS", default=30.0)
 # Streamed text is stored and sent at most once per this many seconds.
 OWLAI_DELTA_COALESCE_SECONDS = env.float("OWLAI_DELTA_COALESCE_SECONDS", default=0.05)
 CELERY_TASK_ACKS_LATE = True
