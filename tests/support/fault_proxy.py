@@ -38,6 +38,7 @@ class _Proxy:
         self.pattern, self.seen = b"", 0
         self.writers: set[asyncio.StreamWriter] = set()
         self.server: asyncio.AbstractServer | None = None
+        self.cuts = asyncio.Event()  # set (and replaced) by every cut
 
     async def open(self) -> None:
         self.server = await asyncio.start_server(self.accept, "127.0.0.1", self.listen, reuse_address=True)
@@ -71,6 +72,9 @@ class _Proxy:
                     self.seen += data.count(self.pattern)
                 writer.write(data)
                 await writer.drain()
+        if self.silent:
+            await self.cuts.wait()  # a silent network carries no goodbye either
+            return
         with contextlib.suppress(OSError):
             if writer.can_write_eof():
                 writer.write_eof()
@@ -84,6 +88,8 @@ class _Proxy:
         for writer in list(self.writers):
             writer.transport.abort()  # a reset, both sides
         self.writers.clear()
+        self.cuts.set()
+        self.cuts = asyncio.Event()
 
     async def refuse(self, seconds: float) -> None:
         self.server.close()
