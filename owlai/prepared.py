@@ -23,7 +23,7 @@ from typing import Any
 from django.conf import settings
 from django.db import connection, models, transaction
 
-from owlai.connection_health import renew_if_broken
+from owlai.connection_health import CONNECTION_LOST, renew_if_broken
 
 
 def enabled() -> bool:
@@ -38,10 +38,23 @@ def writes_in_with() -> bool:
 
 
 def fetchall(sql: str, params: Sequence[Any]) -> list[tuple]:
-    """Run `sql` (%s placeholders) and return its rows."""
+    """Run `sql` (%s placeholders) and return its rows. A read (SELECT)
+    that finds its connection lost outside a transaction runs once more on a
+    new one: reading twice changes nothing (a write may have committed
+    before its answer was lost, so it is never repeated here)."""
     # A connection a query failed on is checked again (and replaced if
     # broken): a turn runs for minutes past the check Django does per task.
     renew_if_broken()
+    try:
+        return _fetchall(sql, params)
+    except CONNECTION_LOST:
+        if connection.in_atomic_block or sql.lstrip()[:6].upper() != "SELECT":
+            raise
+    renew_if_broken()
+    return _fetchall(sql, params)
+
+
+def _fetchall(sql: str, params: Sequence[Any]) -> list[tuple]:
     if not enabled():
         with connection.cursor() as cursor:
             cursor.execute(sql, params)

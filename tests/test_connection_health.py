@@ -42,14 +42,35 @@ def test_a_kept_connection_the_server_ended_is_replaced_at_the_first_prepared_st
     assert connection.connection.info.backend_pid != pid
 
 
+# Not a plain SELECT: what may write (an UPDATE, a data-modifying WITH) is
+# never repeated by the prepared path.
+MAY_WRITE = "WITH one AS (SELECT 1) SELECT * FROM one"
+
+
 def test_a_connection_a_statement_failed_on_is_replaced_at_the_next_one(postgres):
     assert prepared.fetchall("SELECT 1", []) == [(1,)]  # the task's health check is done
     pid = _terminate_own_backend()
     with pytest.raises(OperationalError):
-        prepared.fetchall("SELECT 1", [])
+        prepared.fetchall(MAY_WRITE, [])
     # A long turn goes on: its next statement runs on a new connection.
-    assert prepared.fetchall("SELECT 1", []) == [(1,)]
+    assert prepared.fetchall(MAY_WRITE, []) == [(1,)]
     assert connection.connection.info.backend_pid != pid
+
+
+def test_a_read_that_finds_its_connection_lost_runs_again_on_a_new_one(postgres):
+    assert prepared.fetchall("SELECT 1", []) == [(1,)]
+    pid = _terminate_own_backend()
+    assert prepared.fetchall("SELECT 2", []) == [(2,)]
+    assert connection.connection.info.backend_pid != pid
+    raised = []
+    with pytest.raises(OperationalError), transaction.atomic():
+        _terminate_own_backend()
+        try:
+            prepared.fetchall("SELECT 3", [])
+        except OperationalError:  # inside a transaction: lost with it, not read again
+            raised.append(True)
+            raise
+    assert raised
 
 
 def test_a_repeatable_write_waits_for_the_database_and_only_outside_a_transaction():
