@@ -56,7 +56,6 @@ from governance.sql.execution_connect import (
 )
 
 SQL_MARKER = "/* OwlAI generated */"
-_EngineError = EngineError
 BIND_REFUSED = "the statement cannot be bound to the platform's functions"
 BIND_ERROR_CLASS = "OWLAI_BIND"
 USER_CODE_REFUSED = "the statement could run code defined in the database"
@@ -79,8 +78,9 @@ class UnsafeAccount(QueryError):
 
 
 class Unreachable(QueryError):
-    """No session could be made: the server could not be reached, did not
-    answer in time, or refused the connection (execution_connect)."""
+    """The server failed the call before any answer: no session could be
+    made (unreachable, no answer, the login refused), or it went silent past
+    the deadline (execution_connect)."""
 
 
 def _leaving(error: EngineError, allowed_words: frozenset[str] | Callable[[], frozenset[str]] = frozenset()):
@@ -220,7 +220,7 @@ def execute_readonly(
             raise QueryError(f"{BIND_REFUSED}: {error}", BIND_ERROR_CLASS) from error
     try:
         return runner(dsn=dsn, sql=statement, bounds=bounds, timeout_ms=timeout_ms, schemas=tuple(schemas))
-    except _EngineError as error:
+    except EngineError as error:
         raise _leaving(error, allowed_words) from error
 
 
@@ -274,7 +274,7 @@ def _run_postgresql(
             finally:
                 stream.close()
     except psycopg.Error as exc:
-        raise (deadline.error() if deadline.expired else _EngineError(pg_primary(exc), pg_class(exc))) from exc
+        raise (deadline.error() if deadline.expired else EngineError(pg_primary(exc), pg_class(exc))) from exc
     finally:
         conn.close()
 
@@ -329,7 +329,7 @@ def _run_mysql(*, dsn: str, sql: str, bounds: FetchBounds, timeout_ms: int, sche
                 complete = True
             return _result(columns, collected)
     except pymysql.Error as exc:
-        raise (deadline.error() if deadline.expired else _EngineError(mysql_message(exc), mysql_class(exc))) from exc
+        raise (deadline.error() if deadline.expired else EngineError(mysql_message(exc), mysql_class(exc))) from exc
     finally:
         if complete:
             conn.close()
@@ -365,7 +365,7 @@ def _sqlite_path(dsn: str) -> str:
     if dsn.startswith("sqlite:///"):
         return unquote(dsn[len("sqlite:///") :])
     if dsn.startswith("sqlite://"):
-        raise _EngineError("sqlite DSN must be sqlite:///absolute/path", "SQLITE_MISUSE")
+        raise EngineError("sqlite DSN must be sqlite:///absolute/path", "SQLITE_MISUSE")
     return dsn
 
 
@@ -375,7 +375,7 @@ def _run_sqlite(*, dsn: str, sql: str, bounds: FetchBounds, timeout_ms: int, sch
         # mode=ro: the file cannot be written or created through this handle.
         conn = sqlite3.connect(f"file:{quote(path)}?mode=ro", uri=True, timeout=5, check_same_thread=False)
     except sqlite3.Error as exc:
-        raise _EngineError(f"connection failed: {exc}", _sqlite_class(exc)) from exc
+        raise EngineError(f"connection failed: {exc}", _sqlite_class(exc)) from exc
     deadline = time.monotonic() + timeout_ms / 1000
     # SQLite has no statement timeout; a progress handler that returns true
     # interrupts the statement once the deadline passes.
@@ -390,10 +390,10 @@ def _run_sqlite(*, dsn: str, sql: str, bounds: FetchBounds, timeout_ms: int, sch
         return _result(columns, collect(_rows_of(cursor), len(columns), bounds))
     except sqlite3.OperationalError as exc:
         if "interrupted" in str(exc):
-            raise _EngineError(f"statement timeout after {timeout_ms} ms", "SQLITE_INTERRUPT") from exc
-        raise _EngineError(str(exc), _sqlite_class(exc)) from exc
+            raise EngineError(f"statement timeout after {timeout_ms} ms", "SQLITE_INTERRUPT") from exc
+        raise EngineError(str(exc), _sqlite_class(exc)) from exc
     except sqlite3.Error as exc:
-        raise _EngineError(str(exc), _sqlite_class(exc)) from exc
+        raise EngineError(str(exc), _sqlite_class(exc)) from exc
     finally:
         conn.close()
 
@@ -433,7 +433,7 @@ def account_risks(*, engine: str, dsn: str, timeout_ms: int = 10_000) -> list[st
             return _mysql_account_risks(dsn, timeout_ms)
         if engine == "sqlite":
             return []  # a file opened read-only: no account, no server
-    except _EngineError as error:
+    except EngineError as error:
         raise _leaving(error) from error
     raise QueryError(f"unsupported engine: {engine}")
 
@@ -448,7 +448,7 @@ def _pg_account_risks(dsn: str, timeout_ms: int) -> list[str]:
         with deadline:
             row = conn.execute(_PG_ACCOUNT_SQL, prepare=False).fetchone()
     except psycopg.Error as exc:
-        raise (deadline.error() if deadline.expired else _EngineError(pg_primary(exc), pg_class(exc))) from exc
+        raise (deadline.error() if deadline.expired else EngineError(pg_primary(exc), pg_class(exc))) from exc
     finally:
         conn.close()
     if row is None:
@@ -470,7 +470,7 @@ def _mysql_account_risks(dsn: str, timeout_ms: int) -> list[str]:
             cursor.execute(_MYSQL_ACCOUNT_SQL)
             privileges = {str(row[0]).upper() for row in cursor.fetchall()}
     except pymysql.Error as exc:
-        raise (deadline.error() if deadline.expired else _EngineError(mysql_message(exc), mysql_class(exc))) from exc
+        raise (deadline.error() if deadline.expired else EngineError(mysql_message(exc), mysql_class(exc))) from exc
     finally:
         conn._force_close()  # nothing to roll back (no transaction was begun)
     return sorted(privileges & _MYSQL_RISKY_PRIVILEGES)

@@ -67,7 +67,8 @@ def limits() -> Limits:
 class EngineError(Exception):
     """A raw engine error inside the SQL modules; it leaves them only
     scrubbed (governance.sql.execute), unless `ours` (our own words, no
-    server text in them). `unreachable`: no session could be made."""
+    server text in them). `unreachable`: no session could be made, or the
+    server went silent (the call failed; nothing refused it)."""
 
     def __init__(self, message: str, error_class: str = "", *, unreachable: bool = False, ours: bool = False) -> None:
         super().__init__(message)
@@ -112,6 +113,7 @@ class Deadline:
             f"the database did not answer within {self.seconds:g} seconds "
             "(the statement timeout plus a margin); the connection was closed",
             DEADLINE_ERROR_CLASS,
+            unreachable=True,  # a server gone silent mid-call: it failed, nothing refused the call
             ours=True,
         )
 
