@@ -23,6 +23,8 @@ from typing import Any
 from django.conf import settings
 from django.db import connection, models, transaction
 
+from owlai.connection_health import CONNECTION_LOST, renew_if_broken
+
 
 def enabled() -> bool:
     return connection.vendor == "postgresql" and bool(getattr(settings, "OWLAI_PREPARED_STATEMENTS", False))
@@ -36,13 +38,33 @@ def writes_in_with() -> bool:
 
 
 def fetchall(sql: str, params: Sequence[Any]) -> list[tuple]:
-    """Run `sql` (%s placeholders) and return its rows."""
+    """Run `sql` (%s placeholders) and return its rows. A read (SELECT)
+    that finds its connection lost outside a transaction runs once more on a
+    new one: reading twice changes nothing (a write may have committed
+    before its answer was lost, so it is never repeated here)."""
+    # A connection a query failed on is checked again (and replaced if
+    # broken): a turn runs for minutes past the check Django does per task.
+    renew_if_broken()
+    try:
+        return _fetchall(sql, params)
+    except CONNECTION_LOST:
+        if connection.in_atomic_block or sql.lstrip()[:6].upper() != "SELECT":
+            raise
+    renew_if_broken()
+    return _fetchall(sql, params)
+
+
+def _fetchall(sql: str, params: Sequence[Any]) -> list[tuple]:
     if not enabled():
         with connection.cursor() as cursor:
             cursor.execute(sql, params)
             return cursor.fetchall()
     import psycopg
 
+    # What Django's own cursors do first (CONN_HEALTH_CHECKS): a connection
+    # kept from before a database restart is checked at the first statement
+    # of a request or task and replaced when it no longer answers.
+    connection.close_if_health_check_failed()
     connection.ensure_connection()
     # Django's error wrapper: psycopg errors become django.db errors, and a
     # broken connection is noticed (errors_occurred) like after any query.

@@ -232,6 +232,18 @@ OWLAI_TURN_QUEUE_SECONDS = env.float("OWLAI_TURN_QUEUE_SECONDS", default=120.0)
 if OWLAI_TURN_STALE_SECONDS < 2 * OWLAI_TURN_HEARTBEAT_SECONDS:
     # One late heartbeat (a busy database) must not fail a healthy turn.
     raise ImproperlyConfigured("OWLAI_TURN_STALE_SECONDS must be at least twice OWLAI_TURN_HEARTBEAT_SECONDS")
+# A turn's claim and its end wait this long for an application database that
+# went away (a restart) before giving up (owlai.connection_health); then the
+# recovery job ends the turn (STALE + RECOVERY).
+OWLAI_TURN_END_RETRY_SECONDS = env.float("OWLAI_TURN_END_RETRY_SECONDS", default=30.0)
+# Customer databases (governance.sql.execution_connect): connecting (TCP,
+# login, session settings) takes at most CONNECT seconds; a call that has not
+# answered MARGIN seconds past its connection's statement timeout is ended on
+# our side (a server gone silent), and the server ends the session too.
+OWLAI_CUSTOMER_DB_CONNECT_SECONDS = env.float("OWLAI_CUSTOMER_DB_CONNECT_SECONDS", default=3.0)
+OWLAI_CUSTOMER_DB_MARGIN_SECONDS = env.float("OWLAI_CUSTOMER_DB_MARGIN_SECONDS", default=5.0)
+if OWLAI_CUSTOMER_DB_CONNECT_SECONDS <= 0 or OWLAI_CUSTOMER_DB_MARGIN_SECONDS < 1:
+    raise ImproperlyConfigured("OWLAI_CUSTOMER_DB_CONNECT_SECONDS must be positive, _MARGIN_SECONDS at least 1")
 # Streamed text is stored and sent at most once per this many seconds.
 OWLAI_DELTA_COALESCE_SECONDS = env.float("OWLAI_DELTA_COALESCE_SECONDS", default=0.05)
 CELERY_TASK_ACKS_LATE = True

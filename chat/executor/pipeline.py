@@ -24,8 +24,10 @@ the frozen context, each tool's per-run state, the approval gate and the
 decision a resumed run brings.
 
 A refusal before ATTEMPT is one `denied` row; nothing ran. Any exception
-while deciding (VISIBILITY .. APPROVAL, and the preparation) refuses the call;
-an exception while running is a `failed` outcome with a value-free message.
+while deciding (VISIBILITY .. APPROVAL, and the preparation) refuses the call,
+but a preparation that finds the target failing (ToolFailed: a database that
+cannot be reached) fails it; an exception while running is a `failed` outcome
+with a value-free message.
 Audit write failures (AuditWriteError) always propagate: the caller stops
 the turn without the result; so does a failure while shaping (the result
 is withheld rather than shown half-masked). The model only ever receives what
@@ -314,6 +316,10 @@ def _through_stages(call: Call) -> ToolResult:
     _enter(call, Stage.RUN)
     try:
         tool.prepare(call)
+    except ToolFailed as failed:
+        # The target failed the preparation (e.g. a database that cannot
+        # be reached): nothing ran, and the platform refused nothing.
+        return _failed(call, attempt, failed)
     except Refused as refused:
         model_text, audit_text = _masked(call, refused.reason)
         _audit_outcome(call, attempt, Outcome.DENIED, audit_text)
@@ -325,11 +331,7 @@ def _through_stages(call: Call) -> ToolResult:
     try:
         output = tool.run(call)
     except ToolFailed as failed:
-        # Value-free by the tool's contract; what is left still goes through
-        # the known values and the detectors.
-        message = _clean(call.ctx, call.vault, call.known(), failed.reason)
-        _audit_outcome(call, attempt, Outcome.FAILED, message)
-        return _failure(f"{tool.failed.for_model()}: {message}")
+        return _failed(call, attempt, failed)
     except Exception as exc:
         logger.exception("%s run crashed", tool.name)
         _audit_outcome(call, attempt, Outcome.FAILED, f"execution error: {exc.__class__.__name__}")
@@ -346,6 +348,14 @@ def _through_stages(call: Call) -> ToolResult:
 
     content = shape(call, output, tool.lineage(call, output))
     return ToolResult(content=content, outcome=outcome, row_count=output.row_count)
+
+
+def _failed(call: Call, attempt: ToolCallAudit, failed: ToolFailed) -> ToolResult:
+    # Value-free by the tool's contract; what is left still goes through
+    # the known values and the detectors.
+    message = _clean(call.ctx, call.vault, call.known(), failed.reason)
+    _audit_outcome(call, attempt, Outcome.FAILED, message)
+    return _failure(f"{call.tool.failed.for_model()}: {message}")
 
 
 POLICY_REFUSED = Reason(gettext_noop("refused by the tool policy"))

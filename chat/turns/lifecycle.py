@@ -23,6 +23,7 @@ from chat.turns import journal
 from chat.turns import statements as sql
 from chat.turns.emitter import TurnEmitter, make_emitter
 from owlai import prepared
+from owlai.connection_health import until_answered
 
 logger = logging.getLogger(__name__)
 
@@ -53,6 +54,14 @@ def turn_claim(*, turn_id: int) -> Turn | None:
     conversation, owner and `last_seq`, see `claimed_turn`), or None. A
     duplicate delivery, a redelivered task after a worker died, or a turn the
     recovery job already failed all find it no longer queued and do nothing."""
+    # A claim that meets a database restart waits for it (conditional on
+    # `queued`, so a repeat after a lost answer claims nothing twice).
+    return until_answered(
+        lambda: _claim(turn_id), seconds=settings.OWLAI_TURN_END_RETRY_SECONDS, what=f"turn {turn_id}: its claim"
+    )
+
+
+def _claim(turn_id: int) -> Turn | None:
     now = connection.ops.adapt_datetimefield_value(timezone.now())
     # A turn resumed after an approval keeps its first start.
     if prepared.writes_in_with():
@@ -97,13 +106,23 @@ def finish(
     already failed the turn (stale heartbeat), nothing is written and False
     is returned."""
     now = timezone.now()
-    stored = journal.append(
-        turn_id=turn.pk,
-        group=emit.group,
-        frames=[*emit.take_held(), *frames, (ServerEvent.TURN_FINISHED, {"status": status})],
-        when=RUNNING,
-        changes={"status": status, "error": error, "finished_at": now, "loop_state": None},
-        rows=message_rows(turn, messages),
+    frames = [*emit.take_held(), *frames, (ServerEvent.TURN_FINISHED, {"status": status})]
+    rows = message_rows(turn, messages)
+    # The end is stored on a fresh connection, waiting for the database when
+    # it went away (e.g. the failure being reported is its restart): a turn
+    # ends in its own words, not as "worker lost" after the heartbeat goes
+    # stale. Conditional on `running`: a repeat after a lost answer is a no-op.
+    stored = until_answered(
+        lambda: journal.append(
+            turn_id=turn.pk,
+            group=emit.group,
+            frames=frames,
+            when=RUNNING,
+            changes={"status": status, "error": error, "finished_at": now, "loop_state": None},
+            rows=rows,
+        ),
+        seconds=settings.OWLAI_TURN_END_RETRY_SECONDS,
+        what=f"turn {turn.pk}: storing its end",
     )
     if stored is None:
         logger.warning("turn %s was finished elsewhere (recovery); dropping its %s result", turn.pk, status)

@@ -28,9 +28,14 @@ from chat.turns import statements as sql
 from chat.turns.emitter import TurnEmitter
 from governance.models import LlmModel, Tier
 from owlai import prepared
+from owlai.connection_health import CONNECTION_LOST
 from owlai.install_config import ProviderKind
 
 logger = logging.getLogger(__name__)
+
+
+def _database_lost() -> str:
+    return _("The platform's database could not be reached, so the turn was stopped. Please ask again.")
 
 
 def _history(conversation: Conversation, turn: Turn) -> list[dict]:
@@ -71,6 +76,11 @@ def turn_run(*, turn_id: int) -> None:
                 _resume(turn)
             else:
                 _run(turn)
+        except CONNECTION_LOST:
+            # Lost before or after the loop (the tier pin, the history): the
+            # turn still ends in words, on a fresh connection (lifecycle.finish).
+            logger.exception("turn %s: the application database connection was lost", turn.pk)
+            lifecycle.fail(turn, lifecycle.emitter_for(turn), _database_lost())
         finally:
             # Deleted while this turn ran: what the turn put in the vault goes
             # too. A run whose origin keeps its originals only while it runs
@@ -240,6 +250,10 @@ def _converse(
         return
     except ModelError as exc:
         lifecycle.fail(turn, emit, _("The model call failed: %(error)s") % {"error": exc})
+        return
+    except CONNECTION_LOST:
+        logger.exception("turn %s: the application database connection was lost", turn.pk)
+        lifecycle.fail(turn, emit, _database_lost())
         return
     except Exception:
         logger.exception("turn %s crashed", turn.pk)

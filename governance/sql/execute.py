@@ -29,23 +29,36 @@ analysis and execution.
 from __future__ import annotations
 
 import itertools
+import math
 import re
 import sqlite3
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import quote, unquote, urlsplit
+from urllib.parse import quote, unquote
 
 from governance.sql.binding import BindError, Bound, bind_postgres
 from governance.sql.bounds import Collected, CutCounter, FetchBounds, collect, pg_register_cutting_loaders
 from governance.sql.catalog_check import user_code_text
+from governance.sql.execution_connect import (
+    APPLICATION_NAME,  # noqa: F401 (named here by tests and DBAs' docs)
+    Deadline,
+    EngineError,
+    Limits,
+    limits,
+    mysql_class,
+    mysql_connect,
+    mysql_message,
+    pg_class,
+    pg_connect,
+    pg_primary,
+)
 
 SQL_MARKER = "/* OwlAI generated */"
 BIND_REFUSED = "the statement cannot be bound to the platform's functions"
 BIND_ERROR_CLASS = "OWLAI_BIND"
 USER_CODE_REFUSED = "the statement could run code defined in the database"
-APPLICATION_NAME = "owlai-dbexec"
 
 
 class QueryError(Exception):
@@ -62,6 +75,22 @@ class QueryError(Exception):
 
 class UnsafeAccount(QueryError):
     """The connection's account may do more than read (superuser, files, programs)."""
+
+
+class Unreachable(QueryError):
+    """The server failed the call before any answer: no session could be
+    made (unreachable, no answer, the login refused), or it went silent past
+    the deadline (execution_connect)."""
+
+
+def _leaving(error: EngineError, allowed_words: frozenset[str] | Callable[[], frozenset[str]] = frozenset()):
+    """The QueryError an engine error leaves this module as: scrubbed,
+    unless in our own words."""
+    kind = Unreachable if error.unreachable else QueryError
+    if error.ours:
+        return kind(error.message, error.error_class)
+    words = allowed_words() if callable(allowed_words) else allowed_words
+    return kind(scrub_error_message(error.message, words), error.error_class)
 
 
 @dataclass(frozen=True)
@@ -191,17 +220,8 @@ def execute_readonly(
             raise QueryError(f"{BIND_REFUSED}: {error}", BIND_ERROR_CLASS) from error
     try:
         return runner(dsn=dsn, sql=statement, bounds=bounds, timeout_ms=timeout_ms, schemas=tuple(schemas))
-    except _EngineError as error:
-        words = allowed_words() if callable(allowed_words) else allowed_words
-        raise QueryError(scrub_error_message(error.message, words), error.error_class) from error
-
-
-class _EngineError(Exception):
-    """A raw engine error inside this module; it leaves only scrubbed."""
-
-    def __init__(self, message: str, error_class: str = "") -> None:
-        super().__init__(message)
-        self.message, self.error_class = message, error_class
+    except EngineError as error:
+        raise _leaving(error, allowed_words) from error
 
 
 def _result(columns: list[str], collected: Collected) -> QueryResult:
@@ -220,61 +240,19 @@ def _rows_of(cursor: Any):
         yield row
 
 
-def _pg_option_value(value: str) -> str:
-    # libpq `options`: spaces and backslashes in a value are backslash-escaped.
-    return value.replace("\\", "\\\\").replace(" ", "\\ ")
-
-
-def _pg_search_path(schemas: tuple[str, ...]) -> str:
-    names = [name for name in schemas if name] or ["public"]
-    return ",".join('"' + name.replace('"', '""') + '"' for name in names)
-
-
-def _pg_connect(dsn: str, *, timeout_ms: int, schemas: tuple[str, ...] = ()):
-    import psycopg
-
-    options = {
-        # Read-only and the timeout are set at session start, before any SQL.
-        "default_transaction_read_only": "on",
-        "statement_timeout": str(int(timeout_ms)),
-        # How the guard and the re-identification read and render literals.
-        "standard_conforming_strings": "on",
-        "backslash_quote": "off",
-        # Unqualified names mean the configured schemas' tables (pg_catalog
-        # is still searched first: the guard treats pg_* names as catalogs).
-        "search_path": _pg_search_path(schemas),
-    }
-    try:
-        return psycopg.connect(
-            dsn,
-            application_name=APPLICATION_NAME,
-            connect_timeout=max(1, min(10, timeout_ms // 1000 or 1)),
-            client_encoding="UTF8",  # the cutting loaders count characters in UTF-8
-            options=" ".join(f"-c {key}={_pg_option_value(value)}" for key, value in options.items()),
-        )
-    except psycopg.Error as exc:
-        raise _EngineError(f"connection failed: {_pg_primary(exc)}", _pg_class(exc) or "08000") from exc
-
-
-def _pg_primary(exc: BaseException) -> str:
-    diag = getattr(exc, "diag", None)
-    primary = getattr(diag, "message_primary", None) if diag is not None else None
-    return primary or _first_line(exc)
-
-
-def _pg_class(exc: BaseException) -> str:
-    return getattr(exc, "sqlstate", None) or ""
-
-
 def _run_postgresql(
     *, dsn: str, sql: Bound, bounds: FetchBounds, timeout_ms: int, schemas: tuple[str, ...]
 ) -> QueryResult:
     import psycopg
 
-    conn = _pg_connect(dsn, timeout_ms=timeout_ms, schemas=schemas)
+    limit = limits()
+    conn = pg_connect(dsn, timeout_ms=timeout_ms, schemas=schemas, bounds=limit)
+    # A server gone silent mid-call (execution_connect): the statement
+    # timeout plus a margin, then the socket is shut down under the reader.
+    deadline = Deadline(limit.deadline_seconds(timeout_ms), conn.fileno())
     try:
         conn.read_only = True
-        with conn.transaction(force_rollback=True), conn.cursor() as cursor:
+        with deadline, conn.transaction(force_rollback=True), conn.cursor() as cursor:
             # Same transaction and search_path as the statement: what it
             # reads is what the check saw.
             check = bind_postgres(user_code_text(sql)).sql  # itself bound: the catalog check names pg_catalog's code
@@ -296,7 +274,7 @@ def _run_postgresql(
             finally:
                 stream.close()
     except psycopg.Error as exc:
-        raise _EngineError(_pg_primary(exc), _pg_class(exc)) from exc
+        raise (deadline.error() if deadline.expired else EngineError(pg_primary(exc), pg_class(exc))) from exc
     finally:
         conn.close()
 
@@ -308,67 +286,58 @@ def _run_postgresql(
 MYSQL_SQL_MODE = "STRICT_ALL_TABLES,ERROR_FOR_DIVISION_BY_ZERO,NO_ENGINE_SUBSTITUTION"
 
 
-def _mysql_connect(dsn: str, *, timeout_ms: int):
-    import pymysql
-
-    parts = urlsplit(dsn)
-    try:
-        return pymysql.connect(
-            host=parts.hostname or "127.0.0.1",
-            port=parts.port or 3306,
-            user=unquote(parts.username or ""),
-            password=unquote(parts.password or ""),
-            database=unquote(parts.path.lstrip("/")) or None,
-            program_name=APPLICATION_NAME,
-            connect_timeout=10,
-            read_timeout=max(1, timeout_ms // 1000 + 5),
-            charset="utf8mb4",
-            autocommit=False,
-            init_command=f"SET SESSION sql_mode = '{MYSQL_SQL_MODE}'",
-        )
-    except pymysql.Error as exc:
-        raise _EngineError(f"connection failed: {_mysql_message(exc)}", _mysql_class(exc)) from exc
-
-
-def _mysql_message(exc: BaseException) -> str:
-    args = getattr(exc, "args", ())
-    return str(args[1]) if len(args) >= 2 else _first_line(exc)
-
-
-def _mysql_class(exc: BaseException) -> str:
-    args = getattr(exc, "args", ())
-    return f"MySQL {args[0]}" if args and isinstance(args[0], int) else ""
+def _mysql_connect(dsn: str, *, timeout_ms: int, bounds: Limits | None = None):
+    bounds = bounds or limits()
+    # The server drops a session whose client went silent (our ROLLBACK or
+    # goodbye lost with the network) after the margin, idle or writing.
+    idle = max(1, math.ceil(bounds.margin_seconds))
+    return mysql_connect(
+        dsn,
+        timeout_ms=timeout_ms,
+        bounds=bounds,
+        init_command=(
+            f"SET SESSION sql_mode = '{MYSQL_SQL_MODE}', SESSION wait_timeout = {idle},"
+            f" SESSION net_write_timeout = {idle}"
+        ),
+    )
 
 
 def _run_mysql(*, dsn: str, sql: str, bounds: FetchBounds, timeout_ms: int, schemas: tuple[str, ...]) -> QueryResult:
     import pymysql
     import pymysql.cursors
 
-    conn = _mysql_connect(dsn, timeout_ms=timeout_ms)
+    limit = limits()
+    conn = _mysql_connect(dsn, timeout_ms=timeout_ms, bounds=limit)
+    # A server gone silent mid-call: see _run_postgresql.
+    deadline = Deadline(limit.deadline_seconds(timeout_ms), conn._sock.fileno())
     complete, cursor = False, None
     try:
-        with conn.cursor() as cursor:
-            # MySQL knows max_execution_time (ms), MariaDB max_statement_time (s);
-            # set whichever the server has, so the timeout holds on both.
-            _set_mysql_timeout(cursor, timeout_ms)
-            cursor.execute("START TRANSACTION READ ONLY")
-        # Unbuffered: rows are read off the socket one by one as fetched.
-        cursor = conn.cursor(pymysql.cursors.SSCursor)
-        cursor.execute(marked_sql(sql))
-        columns = [d[0] for d in (cursor.description or [])]
-        collected = collect(_rows_of(cursor), len(columns), bounds) if cursor.description else collect((), 0, bounds)
-        complete = collected.complete
-        return _result(columns, collected)
+        with deadline:
+            with conn.cursor() as setup:
+                # MySQL knows max_execution_time (ms), MariaDB max_statement_time (s);
+                # set whichever the server has, so the timeout holds on both.
+                _set_mysql_timeout(setup, timeout_ms)
+                setup.execute("START TRANSACTION READ ONLY")
+            # Unbuffered: rows are read off the socket one by one as fetched.
+            cursor = conn.cursor(pymysql.cursors.SSCursor)
+            cursor.execute(marked_sql(sql))
+            columns = [d[0] for d in (cursor.description or [])]
+            rows = _rows_of(cursor) if cursor.description else ()
+            collected = collect(rows, len(columns), bounds)
+            if collected.complete:
+                conn.rollback()  # under the deadline too: the server may go silent now
+                complete = True
+            return _result(columns, collected)
     except pymysql.Error as exc:
-        raise _EngineError(_mysql_message(exc), _mysql_class(exc)) from exc
+        raise (deadline.error() if deadline.expired else EngineError(mysql_message(exc), mysql_class(exc))) from exc
     finally:
         if complete:
-            conn.rollback()
             conn.close()
         else:
-            # Rows left unread: closing the cursor would read all of them off
-            # the socket first. Dropping the connection ends the statement
-            # (the server stops at its next write) and its transaction.
+            # Rows left unread (or the connection failed): closing the cursor
+            # would read all of them off the socket first. Dropping the
+            # connection ends the statement (the server stops at its next
+            # write) and its transaction.
             _mysql_drop(conn, cursor)
 
 
@@ -396,7 +365,7 @@ def _sqlite_path(dsn: str) -> str:
     if dsn.startswith("sqlite:///"):
         return unquote(dsn[len("sqlite:///") :])
     if dsn.startswith("sqlite://"):
-        raise _EngineError("sqlite DSN must be sqlite:///absolute/path", "SQLITE_MISUSE")
+        raise EngineError("sqlite DSN must be sqlite:///absolute/path", "SQLITE_MISUSE")
     return dsn
 
 
@@ -406,7 +375,7 @@ def _run_sqlite(*, dsn: str, sql: str, bounds: FetchBounds, timeout_ms: int, sch
         # mode=ro: the file cannot be written or created through this handle.
         conn = sqlite3.connect(f"file:{quote(path)}?mode=ro", uri=True, timeout=5, check_same_thread=False)
     except sqlite3.Error as exc:
-        raise _EngineError(f"connection failed: {exc}", _sqlite_class(exc)) from exc
+        raise EngineError(f"connection failed: {exc}", _sqlite_class(exc)) from exc
     deadline = time.monotonic() + timeout_ms / 1000
     # SQLite has no statement timeout; a progress handler that returns true
     # interrupts the statement once the deadline passes.
@@ -421,21 +390,16 @@ def _run_sqlite(*, dsn: str, sql: str, bounds: FetchBounds, timeout_ms: int, sch
         return _result(columns, collect(_rows_of(cursor), len(columns), bounds))
     except sqlite3.OperationalError as exc:
         if "interrupted" in str(exc):
-            raise _EngineError(f"statement timeout after {timeout_ms} ms", "SQLITE_INTERRUPT") from exc
-        raise _EngineError(str(exc), _sqlite_class(exc)) from exc
+            raise EngineError(f"statement timeout after {timeout_ms} ms", "SQLITE_INTERRUPT") from exc
+        raise EngineError(str(exc), _sqlite_class(exc)) from exc
     except sqlite3.Error as exc:
-        raise _EngineError(str(exc), _sqlite_class(exc)) from exc
+        raise EngineError(str(exc), _sqlite_class(exc)) from exc
     finally:
         conn.close()
 
 
 def _sqlite_class(exc: BaseException) -> str:
     return getattr(exc, "sqlite_errorname", "") or "SQLITE_ERROR"
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else exc.__class__.__name__
 
 
 # --- account hygiene --------------------------------------------------------------
@@ -469,19 +433,22 @@ def account_risks(*, engine: str, dsn: str, timeout_ms: int = 10_000) -> list[st
             return _mysql_account_risks(dsn, timeout_ms)
         if engine == "sqlite":
             return []  # a file opened read-only: no account, no server
-    except _EngineError as error:
-        raise QueryError(scrub_error_message(error.message), error.error_class) from error
+    except EngineError as error:
+        raise _leaving(error) from error
     raise QueryError(f"unsupported engine: {engine}")
 
 
 def _pg_account_risks(dsn: str, timeout_ms: int) -> list[str]:
     import psycopg
 
-    conn = _pg_connect(dsn, timeout_ms=timeout_ms)
+    bounds = limits()
+    conn = pg_connect(dsn, timeout_ms=timeout_ms, bounds=bounds)
+    deadline = Deadline(bounds.deadline_seconds(timeout_ms), conn.fileno())  # see _run_postgresql
     try:
-        row = conn.execute(_PG_ACCOUNT_SQL, prepare=False).fetchone()
+        with deadline:
+            row = conn.execute(_PG_ACCOUNT_SQL, prepare=False).fetchone()
     except psycopg.Error as exc:
-        raise _EngineError(_pg_primary(exc), _pg_class(exc)) from exc
+        raise (deadline.error() if deadline.expired else EngineError(pg_primary(exc), pg_class(exc))) from exc
     finally:
         conn.close()
     if row is None:
@@ -493,15 +460,17 @@ def _pg_account_risks(dsn: str, timeout_ms: int) -> list[str]:
 def _mysql_account_risks(dsn: str, timeout_ms: int) -> list[str]:
     import pymysql
 
-    conn = _mysql_connect(dsn, timeout_ms=timeout_ms)
+    bounds = limits()
+    conn = _mysql_connect(dsn, timeout_ms=timeout_ms, bounds=bounds)
+    deadline = Deadline(bounds.deadline_seconds(timeout_ms), conn._sock.fileno())  # see _run_postgresql
     try:
-        with conn.cursor() as cursor:
+        with deadline, conn.cursor() as cursor:
             # USER_PRIVILEGES lists the current account's global privileges on
             # MySQL and MariaDB alike.
             cursor.execute(_MYSQL_ACCOUNT_SQL)
             privileges = {str(row[0]).upper() for row in cursor.fetchall()}
     except pymysql.Error as exc:
-        raise _EngineError(_mysql_message(exc), _mysql_class(exc)) from exc
+        raise (deadline.error() if deadline.expired else EngineError(mysql_message(exc), mysql_class(exc))) from exc
     finally:
-        conn.close()
+        conn._force_close()  # nothing to roll back (no transaction was begun)
     return sorted(privileges & _MYSQL_RISKY_PRIVILEGES)

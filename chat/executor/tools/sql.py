@@ -9,7 +9,8 @@ Its parts of the pipeline:
                 and is what runs; a query whose row count personal data
                 decides is refused (masking hides values, not counts)
     RUN         the connection's account may only read (after the attempt
-                row: the check queries the customer database); then the
+                row: the check queries the customer database; a server
+                that cannot be reached fails the call); then the
                 query, with pinned session settings, timeout and row cap;
                 errors come back value-free (quoted parts elided)
     SHAPING     lineage: every output column derived from personal data is
@@ -40,7 +41,14 @@ from governance.pii.reidentify import Reidentified, ReidentifyError, reidentify_
 from governance.schema_analysis import REASONS, connection_columns, mask_stats_record
 from governance.services import GovernanceError, db_connection_dsn
 from governance.sql.dialects import configured_schemas
-from governance.sql.execute import QueryError, account_risks, execute_readonly, schema_words, statement_words
+from governance.sql.execute import (
+    QueryError,
+    Unreachable,
+    account_risks,
+    execute_readonly,
+    schema_words,
+    statement_words,
+)
 from governance.sql.guard import analyse_sql
 from governance.sql.table_access import tables_not_granted
 from governance.visibility import DbAccess, db_access
@@ -250,6 +258,10 @@ def _require_read_only_account(engine: str, dsn: str) -> None:
     if checked is None or time.monotonic() - checked[0] > _ACCOUNT_CHECK_SECONDS:
         try:
             risks = tuple(account_risks(engine=engine, dsn=dsn))
+        except Unreachable as error:
+            # Nothing ran, as for a refusal, but the platform refused
+            # nothing: the server could not be reached (a failed call).
+            raise ToolFailed(str(error)) from error
         except QueryError as error:
             raise Refused(
                 Reason(
