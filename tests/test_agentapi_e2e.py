@@ -9,7 +9,11 @@ Python client talks to the /v1 facade, streaming and not."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import httpx
 import pytest
@@ -33,6 +37,7 @@ pytestmark = [
     pytest.mark.timeout(300),
 ]
 
+ROOT = Path(__file__).resolve().parent.parent
 MAIL = "mailer__echo"
 QUESTION = "김민준 고객 연락처 찾고 회의록 메일 보내 줘"
 CUSTOMER_SQL = "SELECT name, phone FROM customers WHERE id = 1"
@@ -236,3 +241,36 @@ def test_the_openai_client_talks_to_the_facade_streaming_and_not(world):
     history = [m.get("content") for m in fake.requests[-1]["messages"]]
     assert "고객이 몇 명이야?" in history and "고객은 모두 3명입니다." in history
     assert ToolCallAudit.objects.filter(conversation_id=conversation.pk).count() == 1
+
+
+def readme_block(name: str, fence: str) -> str:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    start, end = f"<!-- {name}:start -->", f"<!-- {name}:end -->"
+    block = readme[readme.index(start) + len(start) : readme.index(end)].strip()
+    return block.removeprefix(f"```{fence}").removesuffix("```").strip("\n") + "\n"
+
+
+def test_the_readmes_curl_and_openai_examples_run_as_written(world, tmp_path):
+    fake = world["fake"]
+    fake.script += [text("고객은 3명입니다."), text("도시별로 나눴습니다."), text("주문은 3건입니다.")]
+    env = {**os.environ, "OWLAI_URL": world["base"], "OWLAI_TOKEN": world["key"], "OWLAI_MODEL": "inhouse-model"}
+    env.pop("DJANGO_SETTINGS_MODULE", None)
+
+    curl = subprocess.run(
+        ["bash", "-e", "-c", readme_block("agentapi-curl", "sh")], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert curl.returncode == 0, curl.stderr
+    events = [json.loads(line.removeprefix("data: ")) for line in curl.stdout.splitlines() if line.startswith("data: ")]
+    assert events[0]["type"] == "turn.accepted" and events[-1] == {**events[-1], "type": "turn.finished", "status": "completed"}
+    assert next(e for e in events if e["type"] == "message.completed")["text"] == "고객은 3명입니다."
+
+    script = tmp_path / "example.py"
+    script.write_text(readme_block("agentapi-openai", "python"))
+    python = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=180)
+    assert python.returncode == 0, python.stderr
+    assert python.stdout.splitlines() == ["도시별로 나눴습니다.", "주문은 3건입니다."]
+    # Both answers in one conversation, the script's first message asked as written.
+    conversations = Conversation.objects.filter(owner=world["staff"])
+    asked = {c.pk: list(Turn.objects.filter(conversation=c)) for c in conversations}
+    assert sorted(len(turns) for turns in asked.values()) == [1, 2]
+    assert any("SELECT city" in json.dumps(r["messages"], ensure_ascii=False) for r in fake.requests)
