@@ -70,17 +70,20 @@ class Answer:
             self.approval = {
                 k: frame.get(k) for k in ("approval_id", "tool", "connector", "arguments", "expires_at") if k in frame
             }
-            return self._notice(_("A tool call waits for your approval: %(tool)s of %(connector)s (request %(id)s).") % {
-                "tool": frame.get("tool", ""),
-                "connector": frame.get("connector", ""),
-                "id": frame.get("approval_id", ""),
-            })
+            return self._notice(
+                _("A tool call waits for your approval: %(tool)s of %(connector)s (request %(id)s).")
+                % {
+                    "tool": frame.get("tool", ""),
+                    "connector": frame.get("connector", ""),
+                    "id": frame.get("approval_id", ""),
+                }
+            )
         elif kind == ServerEvent.TURN_FINISHED:
             self.status = str(frame.get("status", ""))
             if self.status != "completed" and not self.final:
-                return self._notice(self.reason or _("The turn ended without an answer (%(status)s).") % {
-                    "status": self.status
-                })
+                return self._notice(
+                    self.reason or _("The turn ended without an answer (%(status)s).") % {"status": self.status}
+                )
         return ""
 
     def _notice(self, text: str) -> str:

@@ -25,6 +25,7 @@ import json
 
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.http import StreamingHttpResponse
+from django.utils.translation import gettext as _
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import exceptions, serializers
@@ -69,7 +70,9 @@ class OpenAIView(APIView):
         response.data = {
             "error": {
                 "message": message,
-                "type": kinds.get(response.status_code, "invalid_request_error" if response.status_code < 500 else "server_error"),
+                "type": kinds.get(
+                    response.status_code, "invalid_request_error" if response.status_code < 500 else "server_error"
+                ),
                 "param": getattr(exc, "param", None),
                 "code": getattr(exc, "code", None) or getattr(exc, "default_code", None),
             }
@@ -198,7 +201,7 @@ class ChatCompletionsView(OpenAIView):
         text = last_user_text(request.data.get("messages"))
         if text is None:
             raise OpenAIError(
-                "The last message must be the user's, with text content.",
+                _("The last message must be the user's, with text content."),
                 status_code=400,
                 code="invalid_messages",
                 param="messages",
@@ -210,7 +213,8 @@ class ChatCompletionsView(OpenAIView):
         model = visible_model(ref=data["model"], conversation=conversation)
         if model is None:
             raise OpenAIError(
-                f"The model '{data['model'][:100]}' does not exist or is not available to this conversation.",
+                _("The model '%(model)s' does not exist or is not available to this conversation.")
+                % {"model": data["model"][:100]},
                 status_code=404,
                 code="model_not_found",
                 param="model",
@@ -246,7 +250,7 @@ class ChatCompletionsView(OpenAIView):
             return owned_conversation(user=user, conversation_id=conversation_id)
         except (ConversationNotFound, ValueError, DjangoValidationError):
             raise OpenAIError(
-                "No such conversation.", status_code=404, code="conversation_not_found", param="conversation_id"
+                _("No such conversation."), status_code=404, code="conversation_not_found", param="conversation_id"
             )
 
 

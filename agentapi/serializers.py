@@ -27,7 +27,9 @@ class TurnStartSerializer(serializers.Serializer):
 class TurnStartedSerializer(serializers.Serializer):
     turn_id = serializers.IntegerField()
     conversation_id = serializers.UUIDField()
-    status = serializers.CharField(help_text="the turn's: queued, running, waiting_approval, completed, rejected, failed, cancelled")
+    status = serializers.CharField(
+        help_text="the turn's: queued, running, waiting_approval, completed, rejected, failed, cancelled"
+    )
     events_url = serializers.CharField(help_text="poll: the turn's events after a sequence number")
     stream_url = serializers.CharField(help_text="the turn's events as Server-Sent Events")
 
@@ -46,7 +48,9 @@ class TurnEventSerializer(serializers.Serializer):
 class TurnEventsSerializer(serializers.Serializer):
     turn_id = serializers.IntegerField()
     conversation_id = serializers.UUIDField()
-    status = serializers.CharField(help_text="the turn's: queued, running, waiting_approval, completed, rejected, failed, cancelled")
+    status = serializers.CharField(
+        help_text="the turn's: queued, running, waiting_approval, completed, rejected, failed, cancelled"
+    )
     events = TurnEventSerializer(many=True)
     last_seq = serializers.IntegerField(help_text="pass as after_seq to get only what comes next")
     finished = serializers.BooleanField(help_text="turn.finished is among the events: nothing more comes")

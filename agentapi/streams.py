@@ -74,7 +74,7 @@ async def _wait(layer, channel, seconds: float) -> None:
         return
     try:
         await asyncio.wait_for(layer.receive(channel), timeout=seconds)
-    except asyncio.TimeoutError:
+    except TimeoutError:
         pass
     except Exception as exc:  # the layer failed: poll instead
         logger.warning("agent API follower lost its wake-ups: %s", exc)

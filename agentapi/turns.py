@@ -44,7 +44,9 @@ def agent_turn_start(*, user, text: str, conversation_id=None, model: str | None
     (a new one when None), handed to a worker once stored. Raises
     ConversationNotFound, or TurnRefused with the reason for the user."""
     if model:
-        conversation = None if conversation_id is None else owned_conversation(user=user, conversation_id=conversation_id)
+        conversation = (
+            None if conversation_id is None else owned_conversation(user=user, conversation_id=conversation_id)
+        )
         if visible_model(ref=model, conversation=conversation) is None:
             raise TurnRefused(_("No such model for this conversation: %(model)s") % {"model": model[:100]})
     with transaction.atomic():

@@ -55,7 +55,11 @@ def endpoints(conversation, turn_id: int) -> list[tuple[str, str, dict | None]]:
         ("post", f"/api/agent/turns/{turn_id}/stop/", None),
         ("post", "/api/agent/approvals/00000000-0000-0000-0000-000000000000/", {"decision": "approve"}),
         ("get", "/v1/models", None),
-        ("post", "/v1/chat/completions", {"model": "owlai-offline-demo", "messages": [{"role": "user", "content": "hi"}]}),
+        (
+            "post",
+            "/v1/chat/completions",
+            {"model": "owlai-offline-demo", "messages": [{"role": "user", "content": "hi"}]},
+        ),
     ]
 
 
@@ -124,7 +128,9 @@ def test_starting_follows_the_websockets_rules(personas, install_models, held, s
     assert turn.conversation.owner == staff
     # One turn at a time in a conversation, as on the page.
     again = client.post(
-        "/api/agent/turns/", {"text": "more", "conversation_id": body["conversation_id"]}, content_type="application/json"
+        "/api/agent/turns/",
+        {"text": "more", "conversation_id": body["conversation_id"]},
+        content_type="application/json",
     )
     assert again.status_code == 409 and "already running" in again.json()["detail"]
     # Someone else's conversation is not found; neither are its turns.
@@ -161,14 +167,20 @@ def test_models_follow_the_tier_pinning(personas, held, settings):
     assert cloud.status_code == 409 and "cloud-model" in cloud.json()["detail"]
     facade = client.post(
         "/v1/chat/completions",
-        {"model": "cloud-model", "messages": [{"role": "user", "content": "hi"}], "metadata": {"conversation_id": str(pinned.pk)}},
+        {
+            "model": "cloud-model",
+            "messages": [{"role": "user", "content": "hi"}],
+            "metadata": {"conversation_id": str(pinned.pk)},
+        },
         content_type="application/json",
     )
     assert facade.status_code == 404 and facade.json()["error"]["code"] == "model_not_found"
     unknown = client.post("/api/agent/turns/", {"text": "hi", "model": "nope"}, content_type="application/json")
     assert unknown.status_code == 409
     LlmModel.objects.filter(name="inhouse-model").update(enabled=False)
-    disabled = client.post("/api/agent/turns/", {"text": "hi", "model": "inhouse-model"}, content_type="application/json")
+    disabled = client.post(
+        "/api/agent/turns/", {"text": "hi", "model": "inhouse-model"}, content_type="application/json"
+    )
     assert disabled.status_code == 409
     ok = client.post(
         "/api/agent/turns/",
@@ -184,7 +196,10 @@ def test_the_facade_refuses_what_it_cannot_govern(personas, install_models, held
     client = bearer(agent_key(personas.staff))
     no_user_last = client.post(
         "/v1/chat/completions",
-        {"model": "owlai-offline-demo", "messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "x"}]},
+        {
+            "model": "owlai-offline-demo",
+            "messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "x"}],
+        },
         content_type="application/json",
     )
     assert no_user_last.status_code == 400 and no_user_last.json()["error"]["param"] == "messages"
@@ -224,9 +239,12 @@ def test_turn_starts_share_the_websockets_rate_limit_per_user(personas, install_
     assert facade.status_code == 429 and facade.json()["error"]["type"] == "rate_limit_exceeded"
     assert len(held) == 2
     # Another user has their own allowance.
-    assert bearer(agent_key(personas.admin)).post(
-        "/api/agent/turns/", {"text": "e"}, content_type="application/json"
-    ).status_code == 201
+    assert (
+        bearer(agent_key(personas.admin))
+        .post("/api/agent/turns/", {"text": "e"}, content_type="application/json")
+        .status_code
+        == 201
+    )
 
 
 def collect(response) -> str:

@@ -20,8 +20,8 @@ import pytest
 from django.test import Client
 from websockets.sync.client import connect
 
-from accounts.services import api_token_create
 from accounts.models import TokenScope
+from accounts.services import api_token_create
 from audit.models import AuditEvent, ToolCallAudit
 from chat.models import Conversation, Turn, TurnStatus
 from chat.services import conversation_create
@@ -96,7 +96,9 @@ def websocket_turn(world, conversation) -> list[dict]:
                 continue
             events.append(event)
             if event["type"] == "approval.requested":
-                ws.send(json.dumps({"type": "approval.decide", "approval_id": event["approval_id"], "decision": "approve"}))
+                ws.send(
+                    json.dumps({"type": "approval.decide", "approval_id": event["approval_id"], "decision": "approve"})
+                )
             if event["type"] == "turn.finished":
                 return events
     raise AssertionError(f"no turn.finished: {events}")
@@ -120,9 +122,7 @@ def api_turn(world, conversation) -> tuple[dict, list[tuple]]:
     answer the approval with another request while the stream stays open."""
     headers = {"Authorization": f"Bearer {world['key']}"}
     with httpx.Client(base_url=world["base"], headers=headers, timeout=90) as http:
-        started = http.post(
-            "/api/agent/turns/", json={"text": QUESTION, "conversation_id": str(conversation.pk)}
-        )
+        started = http.post("/api/agent/turns/", json={"text": QUESTION, "conversation_id": str(conversation.pk)})
         assert started.status_code == 201, started.text
         started = started.json()
         received = []
@@ -168,7 +168,9 @@ def test_a_script_with_a_token_streams_a_turn_answers_its_approval_and_leaves_th
     kinds = [kind for _, kind, _ in received]
     assert kinds[0] == "turn.accepted" and kinds[-1] == "turn.finished", kinds
     assert received[-1][2]["status"] == "completed"
-    assert {"tool.started", "tool.finished", "approval.requested", "approval.decided", "message.completed"} <= set(kinds)
+    assert {"tool.started", "tool.finished", "approval.requested", "approval.decided", "message.completed"} <= set(
+        kinds
+    )
     assert [k for k in kinds if k != "message.delta"] == [
         e["type"] for e in socket_events if e["type"] not in ("message.delta", "turn.started")
     ]
@@ -261,7 +263,11 @@ def test_the_readmes_curl_and_openai_examples_run_as_written(world, tmp_path):
     )
     assert curl.returncode == 0, curl.stderr
     events = [json.loads(line.removeprefix("data: ")) for line in curl.stdout.splitlines() if line.startswith("data: ")]
-    assert events[0]["type"] == "turn.accepted" and events[-1] == {**events[-1], "type": "turn.finished", "status": "completed"}
+    assert events[0]["type"] == "turn.accepted" and events[-1] == {
+        **events[-1],
+        "type": "turn.finished",
+        "status": "completed",
+    }
     assert next(e for e in events if e["type"] == "message.completed")["text"] == "고객은 3명입니다."
 
     script = tmp_path / "example.py"
