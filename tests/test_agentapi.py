@@ -11,6 +11,7 @@ import time
 import pytest
 from asgiref.sync import async_to_sync
 from django.test import Client
+from drf_spectacular.generators import SchemaGenerator
 
 from accounts.models import TokenScope
 from accounts.services import api_token_create
@@ -291,3 +292,28 @@ def test_a_turn_runs_and_is_followed_by_polling_and_as_server_sent_events(person
     assert [e["seq"] for e in resumed] == [e["seq"] for e in polled["events"][2:]]
     after = client.get(started["events_url"], {"after_seq": polled["last_seq"]}).json()
     assert after["events"] == [] and after["last_seq"] == polled["last_seq"]
+
+    # The answers have exactly the documented fields (the OpenAPI schema).
+    schema = SchemaGenerator().get_schema(request=None, public=True)
+    assert set(started) == documented(schema, "/api/agent/turns/", "post", "201")
+    assert set(polled) == documented(schema, "/api/agent/turns/{turn_id}/events/", "get", "200")
+    completion = client.post(
+        "/v1/chat/completions",
+        {"model": "owlai-offline-demo", "messages": [{"role": "user", "content": "@sales SELECT 1 AS one"}]},
+        content_type="application/json",
+    )
+    assert completion.status_code == 200
+    body = json.loads(collect(completion))
+    assert completion["X-OwlAI-Conversation"] == body["owlai"]["conversation_id"]
+    assert set(body) == documented(schema, "/v1/chat/completions", "post", "200")
+    assert body["owlai"]["status"] == "completed" and "one" in body["choices"][0]["message"]["content"]
+    assert set(body["choices"][0]) == set(component(schema, "Choice")["properties"])
+
+
+def component(schema, name: str) -> dict:
+    return schema["components"]["schemas"][name]
+
+
+def documented(schema, path: str, method: str, status: str) -> set[str]:
+    body = schema["paths"][path][method]["responses"][status]["content"]["application/json"]["schema"]
+    return set(component(schema, body["$ref"].rsplit("/", 1)[1])["properties"])
