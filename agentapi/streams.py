@@ -27,7 +27,7 @@ from channels.layers import get_channel_layer
 from django.conf import settings
 
 from chat import events
-from chat.models import Turn
+from chat.models import ACTIVE_TURN_STATUSES, Turn
 from chat.protocol import ServerEvent
 
 logger = logging.getLogger(__name__)
@@ -38,7 +38,9 @@ LAST_EVENTS = frozenset({ServerEvent.TURN_FINISHED})
 
 def _read(turn_id: int, after_seq: int) -> tuple[list[dict], str | None]:
     """The stored events after `after_seq` and the turn's status (None when
-    the turn is gone)."""
+    the turn is gone). The status is read first: a turn's last events are
+    stored in the statement that ends it (chat.turns.journal), so a turn
+    read as ended has all its events in the read that follows."""
     status = Turn.objects.filter(pk=turn_id).values_list("status", flat=True).first()
     return events.replay(turn_id=turn_id, after_seq=after_seq), status
 
@@ -98,8 +100,8 @@ async def follow(*, turn_id: int, group: str, after_seq: int = 0, stop_at=frozen
                 yield frame
                 if frame["type"] in LAST_EVENTS or frame["type"] in stop_at:
                     return
-            if status is None:
-                return
+            if status is None or (not frames and status not in ACTIVE_TURN_STATUSES):
+                return  # gone, or ended and everything after `after_seq` given out
             now = time.monotonic()
             if frames:
                 quiet_since = now

@@ -292,6 +292,11 @@ def test_a_turn_runs_and_is_followed_by_polling_and_as_server_sent_events(person
     assert [e["seq"] for e in resumed] == [e["seq"] for e in polled["events"][2:]]
     after = client.get(started["events_url"], {"after_seq": polled["last_seq"]}).json()
     assert after["events"] == [] and after["last_seq"] == polled["last_seq"]
+    # A stream of an ended turn from its last event ends at once: no waiting
+    # (which would send keep-alives), nothing given twice.
+    settings.OWLAI_AGENTAPI_KEEPALIVE_SECONDS = 0.01
+    settings.OWLAI_AGENTAPI_STREAM_SECONDS = 2  # a regression fails, rather than hangs
+    assert collect(client.get(started["stream_url"], {"after_seq": polled["last_seq"]})) == ""
 
     # The answers have exactly the documented fields (the OpenAPI schema).
     schema = SchemaGenerator().get_schema(request=None, public=True)
