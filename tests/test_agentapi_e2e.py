@@ -244,6 +244,27 @@ def test_the_openai_client_talks_to_the_facade_streaming_and_not(world):
     assert "고객이 몇 명이야?" in history and "고객은 모두 3명입니다." in history
     assert ToolCallAudit.objects.filter(conversation_id=conversation.pk).count() == 1
 
+    # A call that needs approval ends the completion with the request; the
+    # script answers it and follows the rest of the turn on its stream.
+    fake.script += [tool_call(MAIL, {"text": "회의록"}, "c9"), text("회의록을 보냈습니다.")]
+    waiting = client.chat.completions.create(
+        model="inhouse-model",
+        messages=[{"role": "user", "content": "회의록 메일 보내 줘"}],
+        extra_headers={"X-OwlAI-Conversation": extra["conversation_id"]},
+    )
+    asked = waiting.model_extra["owlai"]
+    assert asked["status"] == "waiting_approval" and asked["approval"]["tool"] == MAIL
+    assert asked["approval"]["approval_id"] in waiting.choices[0].message.content
+    headers = {"Authorization": f"Bearer {world['key']}"}
+    with httpx.Client(base_url=world["base"], headers=headers, timeout=90) as http:
+        decided = http.post(f"/api/agent/approvals/{asked['approval']['approval_id']}/", json={"decision": "approve"})
+        assert decided.status_code == 200
+        with http.stream("GET", f"/api/agent/turns/{asked['turn_id']}/stream/") as response:
+            rest = [(kind, frame) for _, kind, frame in sse_events(response)]
+    assert next(frame for kind, frame in rest if kind == "approval.decided")["decision"] == "approved"
+    assert rest[-1][0] == "turn.finished" and rest[-1][1]["status"] == "completed"
+    assert next(frame for kind, frame in rest if kind == "message.completed")["text"] == "회의록을 보냈습니다."
+
 
 def readme_block(name: str, fence: str) -> str:
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
