@@ -90,7 +90,9 @@ def model_ids(models) -> list[tuple[str, object]]:
 
 class MessageSerializer(serializers.Serializer):
     role = serializers.CharField(help_text="system, developer, user, assistant or tool")
-    content = serializers.JSONField(help_text="a string, or a list of content parts (only text parts are read)")
+    content = serializers.JSONField(
+        required=False, allow_null=True, help_text="a string, or a list of content parts (only text parts are read)"
+    )
 
 
 class ChatCompletionRequestSerializer(serializers.Serializer):

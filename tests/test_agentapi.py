@@ -13,7 +13,7 @@ from asgiref.sync import async_to_sync
 from django.test import Client
 from drf_spectacular.generators import SchemaGenerator
 
-from accounts.models import TokenScope
+from accounts.models import ApiToken, TokenScope
 from accounts.services import api_token_create
 from agentapi import access
 from audit.models import AuditEvent, EventKind, ToolCallAudit
@@ -116,6 +116,19 @@ def test_tokens_are_created_with_scopes_on_the_record(personas):
 
 
 @pytest.mark.django_db
+def test_an_admin_creates_a_token_with_the_agent_scope(personas):
+    admin = Client()
+    admin.force_login(personas.admin)
+    response = admin.post(
+        "/admin/accounts/apitoken/add/", {"user": personas.staff.pk, "name": "bi tool", "scopes": ["agent"]}
+    )
+    assert response.status_code == 302, response.content[:2000]
+    token = ApiToken.objects.get(name="bi tool")
+    assert token.user == personas.staff and token.scopes == ["agent"]
+    assert AuditEvent.objects.get(kind=EventKind.API_TOKEN_CREATED).details["scopes"] == ["agent"]
+
+
+@pytest.mark.django_db
 def test_starting_follows_the_websockets_rules(personas, install_models, held, settings):
     settings.OWLAI_WS_TURN_START_BURST = 100
     staff, outsider = personas.staff, personas.outsider
@@ -195,6 +208,17 @@ def test_models_follow_the_tier_pinning(personas, held, settings):
 @pytest.mark.django_db
 def test_the_facade_refuses_what_it_cannot_govern(personas, install_models, held):
     client = bearer(agent_key(personas.staff))
+    # A client's whole history is accepted (content may be null on a tool
+    # call), but only its last, the user's, message is read.
+    with_history = client.post(
+        "/v1/chat/completions",
+        {
+            "model": "nope",
+            "messages": [{"role": "assistant", "content": None, "tool_calls": []}, {"role": "user", "content": "hi"}],
+        },
+        content_type="application/json",
+    )
+    assert with_history.status_code == 404 and with_history.json()["error"]["code"] == "model_not_found"
     no_user_last = client.post(
         "/v1/chat/completions",
         {
