@@ -25,15 +25,17 @@ from accounts.services import api_token_create
 from audit.models import AuditEvent, ToolCallAudit
 from chat.models import Conversation, Turn, TurnStatus
 from chat.services import conversation_create
-from governance.models import Role
+from governance.models import LlmModel, Role
+from governance.services import feature_default_set, install_config_sync
+from owlai.install_config import parse_install_config
+from tests.support.browser import browser_stack_running
 from tests.support.connector_world import ALL_MODELS, add_connector, recording_people_server
 from tests.support.fake_llm import text, tool_call
-from tests.test_e2e_chat import running_stack, staff_with_grant
+from tests.test_e2e_chat import staff_with_grant
 
 pytestmark = [
     pytest.mark.services,
     pytest.mark.e2e,
-    pytest.mark.django_db(transaction=True),
     pytest.mark.timeout(300),
 ]
 
@@ -50,21 +52,36 @@ def people_http(tmp_path_factory):
         yield server
 
 
-@pytest.fixture
-def stack(tmp_path, require_postgres_app_db, require_redis, pg_customer_db):
-    with running_stack(tmp_path, pg_customer_db.dsn) as running:
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory, django_db_setup, pg_customer_db):
+    """One stack for the module (redis, daphne, a threads-pool worker, the
+    scripted model server): starting daphne and a worker is the slow part."""
+    with browser_stack_running(tmp_path_factory.mktemp("agentapi-stack"), pg_customer_db) as running:
         yield running
 
 
 @pytest.fixture
-def world(stack, people_http, django_user_model):
-    """e2e-staff may query `sales` and use the `mailer` connector, whose
-    `echo` requires approval; a token with the agent scope."""
+def world(stack, people_http, transactional_db, django_user_model):
+    """The install config synced (the scripted `inhouse-model` the chat
+    default); e2e-staff may query `sales` and use the `mailer` connector,
+    whose `echo` requires approval; a token with the agent scope."""
+    install_config_sync(config=parse_install_config(stack.config_text))
+    feature_default_set(feature="chat", model=LlmModel.objects.get(name="inhouse-model"))
+    fake = stack.fake
+    fake.script, fake.delay = [], 0.0
+    fake.requests.clear()
     staff = staff_with_grant(django_user_model)
     role = Role.objects.get(name="e2e-role")
     add_connector("mailer", url=people_http.url, roles=[role], exposure=ALL_MODELS, policy="require_approval")
     _, key = api_token_create(user=staff, name="report script", actor=staff, scopes=[TokenScope.AGENT])
-    return {"staff": staff, "key": key, "base": f"http://127.0.0.1:{stack['port']}", **stack}
+    return {
+        "staff": staff,
+        "key": key,
+        "base": stack.base_url,
+        "port": stack.stack.port,
+        "fake": fake,
+        "logs": stack.stack.logs,
+    }
 
 
 def script_one_turn(fake) -> None:
@@ -159,8 +176,7 @@ def test_a_script_with_a_token_streams_a_turn_answers_its_approval_and_leaves_th
         socket_events = websocket_turn(world, by_socket)
         started, received = api_turn(world, by_script)
     except Exception:
-        for log in world["logs"]:
-            print(log.read_text()[-5000:])
+        print(world["logs"]())
         raise
 
     # The same protocol: the stream's event names and ids are the stored
