@@ -17,7 +17,7 @@ from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
 from accounts.impact import api_token_revoke_impact
-from accounts.models import ApiToken
+from accounts.models import ApiToken, TokenScope
 from accounts.services import api_token_create, api_token_revoke, user_password_change
 from audit.actors import actor_from_request
 from audit.admin_views import AuditedViewsMixin
@@ -28,9 +28,16 @@ from audit.registry import register_resource_model
 
 
 class ApiTokenAddForm(forms.ModelForm):
+    scopes = forms.MultipleChoiceField(
+        label=gettext_lazy("scopes"),
+        choices=TokenScope.choices,
+        required=False,
+        widget=forms.CheckboxSelectMultiple,
+    )
+
     class Meta:
         model = ApiToken
-        fields = ["user", "name", "expires_at"]
+        fields = ["user", "name", "expires_at", "scopes"]
 
     def clean_expires_at(self):
         expires_at = self.cleaned_data.get("expires_at")
@@ -44,7 +51,7 @@ class ApiTokenAdmin(ImpactConfirmAdminMixin, AuditedViewsMixin, admin.ModelAdmin
     audit_resource_kind = "api_token"
     audit_owner_field = "user_id"
     audit_owner_name_field = "user__username"
-    list_display = ("name", "user", "prefix", "created_at", "expires_at", "revoked_at", "last_used_at")
+    list_display = ("name", "user", "prefix", "scopes", "created_at", "expires_at", "revoked_at", "last_used_at")
     list_filter = (("revoked_at", admin.EmptyFieldListFilter), "created_at")
     search_fields = ("user__username", "name", "prefix")
     list_select_related = ("user",)
@@ -52,6 +59,7 @@ class ApiTokenAdmin(ImpactConfirmAdminMixin, AuditedViewsMixin, admin.ModelAdmin
         "user",
         "name",
         "prefix",
+        "scopes",
         "created_at",
         "created_by_username",
         "expires_at",
@@ -70,7 +78,7 @@ class ApiTokenAdmin(ImpactConfirmAdminMixin, AuditedViewsMixin, admin.ModelAdmin
         return self.readonly_fields if obj is not None else ()
 
     def get_fields(self, request, obj=None):
-        return list(self.readonly_fields) if obj is not None else ["user", "name", "expires_at"]
+        return list(self.readonly_fields) if obj is not None else ["user", "name", "expires_at", "scopes"]
 
     def has_delete_permission(self, request, obj=None) -> bool:
         return False
@@ -80,7 +88,12 @@ class ApiTokenAdmin(ImpactConfirmAdminMixin, AuditedViewsMixin, admin.ModelAdmin
             return  # nothing about a token is edited here
         try:
             token, key = api_token_create(
-                user=obj.user, name=obj.name, expires_at=obj.expires_at, actor=request.user, request=request
+                user=obj.user,
+                name=obj.name,
+                expires_at=obj.expires_at,
+                scopes=form.cleaned_data.get("scopes") or (),
+                actor=request.user,
+                request=request,
             )
         except ValueError as exc:
             raise PermissionDenied(str(exc))

@@ -31,6 +31,15 @@ class UserPreference(models.Model):
         return f"{self.user} ({self.language or '-'})"
 
 
+class TokenScope(models.TextChoices):
+    """What a token may do beyond the read-and-manage API every token has.
+    A token carries the scopes it was created with; they are never widened
+    afterwards (a new token is made instead), so a leaked old token cannot
+    start turns."""
+
+    AGENT = "agent", _("Ask the agent (start turns, answer approvals)")
+
+
 class ApiTokenQuerySet(models.QuerySet):
     def usable(self):
         """Neither revoked nor expired, and its user still active."""
@@ -59,6 +68,8 @@ class ApiToken(models.Model):
     revoked_at = models.DateTimeField(_("revoked"), null=True, blank=True)
     revoked_by_username = models.CharField(_("revoked by"), max_length=150, blank=True)
     last_used_at = models.DateTimeField(_("last used"), null=True, blank=True)
+    # TokenScope values; empty for the read-and-manage API only.
+    scopes = models.JSONField(_("scopes"), default=list, blank=True)
 
     objects = ApiTokenQuerySet.as_manager()
 
@@ -69,6 +80,9 @@ class ApiToken(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} ({self.prefix}…)"
+
+    def has_scope(self, scope: str) -> bool:
+        return isinstance(self.scopes, list) and scope in self.scopes
 
     @property
     def active(self) -> bool:

@@ -16,7 +16,7 @@ from django.db import transaction
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
-from accounts.models import ApiToken
+from accounts.models import ApiToken, TokenScope
 from audit.actors import Actor
 from audit.changes import Fields
 from audit.events import audit_event_write, user_delete
@@ -44,15 +44,16 @@ def _event_details(token: ApiToken) -> dict:
         "name": token.name,
         "prefix": token.prefix,
         "expires_at": token.expires_at.isoformat() if token.expires_at else None,
+        "scopes": list(token.scopes or []),
     }
 
 
 def api_token_create(
-    *, user, name: str, actor, expires_at: datetime | None = None, request=None
+    *, user, name: str, actor, expires_at: datetime | None = None, request=None, scopes=()
 ) -> tuple[ApiToken, str]:
-    """A new token for `user`; returns it with its key, which is never stored
-    and cannot be shown again. `actor` is the user themself or an admin who
-    may add tokens."""
+    """A new token for `user` with `scopes` (TokenScope values); returns it
+    with its key, which is never stored and cannot be shown again. `actor`
+    is the user themself or an admin who may add tokens."""
     if not _may_manage(actor=actor, owner_id=user.pk, permission="accounts.add_apitoken"):
         raise PermissionDenied(_("You may not create API tokens for this user."))
     name = (name or "").strip()
@@ -60,6 +61,9 @@ def api_token_create(
         raise ValueError(_("A token needs a name."))
     if expires_at is not None and expires_at <= timezone.now():
         raise ValueError(_("The expiry must be in the future."))
+    unknown = set(scopes) - set(TokenScope.values)
+    if unknown:
+        raise ValueError(_("Unknown token scope: %(scope)s") % {"scope": ", ".join(sorted(unknown))})
     key = KEY_PREFIX + secrets.token_urlsafe(32)
     with transaction.atomic():
         token = ApiToken.objects.create(
@@ -69,6 +73,7 @@ def api_token_create(
             digest=key_digest(key),
             created_by_username=actor.get_username(),
             expires_at=expires_at,
+            scopes=sorted(set(scopes)),
         )
         audit_event_write(
             kind=EventKind.API_TOKEN_CREATED,

@@ -13,7 +13,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from accounts.language import supported_language, user_language_set
-from accounts.models import ApiToken
+from accounts.models import ApiToken, TokenScope
 from accounts.services import api_token_create, api_token_revoke
 
 
@@ -29,16 +29,33 @@ def set_language(request):
 
 class ApiTokenSerializer(serializers.ModelSerializer):
     active = serializers.BooleanField(read_only=True)
+    scopes = serializers.ListField(child=serializers.ChoiceField(choices=TokenScope.choices), read_only=True)
 
     class Meta:
         model = ApiToken
-        fields = ["id", "name", "prefix", "created_at", "expires_at", "revoked_at", "last_used_at", "active"]
+        fields = [
+            "id",
+            "name",
+            "prefix",
+            "scopes",
+            "created_at",
+            "expires_at",
+            "revoked_at",
+            "last_used_at",
+            "active",
+        ]
         read_only_fields = fields
 
 
 class ApiTokenCreateSerializer(serializers.Serializer):
     name = serializers.CharField(max_length=100)
     expires_at = serializers.DateTimeField(required=False, allow_null=True, default=None)
+    scopes = serializers.ListField(
+        child=serializers.ChoiceField(choices=TokenScope.choices),
+        required=False,
+        default=list,
+        help_text="`agent`: may start turns and answer approvals (the agent API and /v1/chat/completions)",
+    )
 
 
 class ApiTokenCreatedSerializer(ApiTokenSerializer):
@@ -72,6 +89,7 @@ def api_tokens(request: Request) -> Response:
                 user=request.user,
                 name=serializer.validated_data["name"],
                 expires_at=serializer.validated_data["expires_at"],
+                scopes=serializer.validated_data["scopes"],
                 actor=request.user,
                 request=request._request,
             )

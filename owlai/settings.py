@@ -51,6 +51,7 @@ INSTALLED_APPS = [
     "governance",
     "chat",
     "audit",
+    "agentapi",
 ]
 
 MIDDLEWARE = [
@@ -445,6 +446,14 @@ if min(OWLAI_WS_FRAMES_PER_SECOND, OWLAI_WS_TURN_STARTS_PER_MINUTE, OWLAI_WS_FLO
     raise ImproperlyConfigured("OWLAI_WS_FRAMES_PER_SECOND, _TURN_STARTS_PER_MINUTE and _FLOOD_FACTOR must be positive")
 if min(OWLAI_WS_FRAME_BURST, OWLAI_WS_TURN_START_BURST, OWLAI_WS_SEND_BUFFER_BYTES) < 1 or OWLAI_WS_FLOOD_SECONDS <= 0:
     raise ImproperlyConfigured("OWLAI_WS_*_BURST and OWLAI_WS_SEND_BUFFER_BYTES must be at least 1")
+
+# --- Agent API (agentapi) --------------------------------------------------------
+# A follower of a turn's events reads the database at least this often (a
+# published event wakes it at once), sends a keep-alive after this much quiet,
+# and ends a stream after this long (the client goes on from its last seq).
+OWLAI_AGENTAPI_POLL_SECONDS = env.float("OWLAI_AGENTAPI_POLL_SECONDS", default=1.0)
+OWLAI_AGENTAPI_KEEPALIVE_SECONDS = env.float("OWLAI_AGENTAPI_KEEPALIVE_SECONDS", default=15.0)
+OWLAI_AGENTAPI_STREAM_SECONDS = env.float("OWLAI_AGENTAPI_STREAM_SECONDS", default=900.0)
 
 # --- Worker pool (turns) ---------------------------------------------------------
 # Turns wait on the model most of their time, so workers run them in threads
