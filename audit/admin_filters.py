@@ -197,8 +197,11 @@ class EventTypeFilter(admin.SimpleListFilter):
 
 class ResourcePickerView(AutocompleteJsonView):
     """Django's autocomplete JSON view, for a resource kind instead of a
-    foreign key: the matches are the kind's admin search results, and both
-    that admin and the screen asking must be viewable by the requester."""
+    foreign key: the matches are the kind's admin search results (its search
+    fields and queryset). The permission checked is the screen's the picker
+    serves: a compliance officer who may read the audit list may pick the
+    user or connection to filter it by, without any right on the users' or
+    connections' own screens (only names and ids are answered)."""
 
     source_admin = None
 
@@ -215,7 +218,7 @@ class ResourcePickerView(AutocompleteJsonView):
         return queryset.distinct() if distinct else queryset
 
     def has_perm(self, request, obj=None):
-        return self.model_admin.has_view_permission(request, obj=obj) and self.source_admin.has_view_permission(request)
+        return self.source_admin.has_view_permission(request)
 
 
 class PickerFiltersMixin:

@@ -19,6 +19,7 @@ from django.core.management.base import BaseCommand
 from django.db import transaction
 from django.utils.translation import gettext as _
 
+from accounts.builtin_groups import auditor_group
 from audit.events import audit_event_write
 from audit.models import EventKind
 from governance.demo_company import build_demo_company_db
@@ -101,6 +102,7 @@ class Command(BaseCommand):
             admin, admin_created = self._user("admin", password="admin", superuser=True)
             staff, staff_created = self._user("staff", password="staff", superuser=False)
             manager, manager_created = self._user("manager", password="manager", superuser=False)
+            auditor_created = self._auditor()
             connection = self._connection(path)
             sales_role = self._role(
                 SALES_ROLE, users=[staff, manager, admin], connection=connection, whole_database=True, tables=[]
@@ -115,6 +117,7 @@ class Command(BaseCommand):
             admin_created=admin_created,
             staff_created=staff_created,
             manager_created=manager_created,
+            auditor_created=auditor_created,
             chat_model=chat_model,
             analysed=analysed,
         )
@@ -161,6 +164,19 @@ class Command(BaseCommand):
         else:
             user = user_model.objects.create_user(username, email="", password=password, is_staff=False)
         return user, True
+
+    def _auditor(self) -> bool | None:
+        """A compliance officer: staff (to sign in to the admin) and a member
+        of the built-in auditor group, nothing else. None: the group is gone."""
+        group = auditor_group()
+        if group is None:
+            return None
+        user, created = self._user("auditor", password="auditor", superuser=False)
+        if created:
+            user.is_staff = True
+            user.save(update_fields=["is_staff"])
+            user.groups.add(group)
+        return created
 
     @staticmethod
     def _connection(path: Path) -> DbConnection:
@@ -223,6 +239,7 @@ class Command(BaseCommand):
         admin_created: bool,
         staff_created: bool,
         manager_created: bool,
+        auditor_created: bool | None,
         chat_model: LlmModel | None,
         analysed: int | None,
     ) -> None:
@@ -243,6 +260,12 @@ class Command(BaseCommand):
             )
         else:
             write(_("  Regular user: manager (already existed; password unchanged)"))
+        if auditor_created:
+            write(_("  Auditor: auditor / auditor (created now; reads the audit records, changes nothing)"))
+        elif auditor_created is False:
+            write(_("  Auditor: auditor (already existed; password unchanged)"))
+        else:
+            write(_("  No auditor user: the built-in auditor group was deleted."))
         write(
             _("  Connection %(name)s: role %(sales)s sees the whole database, role %(support)s only %(tables)s.")
             % {
