@@ -42,3 +42,17 @@ def auditor_group(group_model=None):
     if group_model is None:
         from django.contrib.auth.models import Group as group_model
     return group_model.objects.filter(name__in=auditor_group_names()).order_by("pk").first()
+
+
+def auditor_group_ensure():
+    """The auditor group, created as the migration does when it is missing
+    (a flushed or hand-pruned database; the demo seed relies on it)."""
+    from django.contrib.auth.models import Group, Permission
+
+    group = auditor_group()
+    if group is not None:
+        return group
+    group = Group.objects.create(name=group_name_in(settings.LANGUAGE_CODE))
+    for app_label, codename in AUDITOR_PERMISSIONS:
+        group.permissions.add(Permission.objects.get(content_type__app_label=app_label, codename=codename))
+    return group

@@ -118,3 +118,11 @@ def test_seed_demo_adds_the_auditor(var_dir):
     out = StringIO()
     call_command("seed_demo", stdout=out)  # idempotent
     assert get_user_model().objects.filter(username="auditor").count() == 1
+
+
+def test_seed_demo_makes_the_group_again_when_it_is_missing(var_dir):
+    auditor_group().delete()
+    call_command("seed_demo", stdout=StringIO())
+    group = auditor_group()
+    assert set(group.permissions.values_list("content_type__app_label", "codename")) == set(AUDITOR_PERMISSIONS)
+    assert list(group.user_set.values_list("username", flat=True)) == ["auditor"]

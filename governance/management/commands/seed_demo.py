@@ -19,7 +19,7 @@ from django.core.management.base import BaseCommand
 from django.db import transaction
 from django.utils.translation import gettext as _
 
-from accounts.builtin_groups import auditor_group
+from accounts.builtin_groups import auditor_group_ensure
 from audit.events import audit_event_write
 from audit.models import EventKind
 from governance.demo_company import build_demo_company_db
@@ -165,12 +165,10 @@ class Command(BaseCommand):
             user = user_model.objects.create_user(username, email="", password=password, is_staff=False)
         return user, True
 
-    def _auditor(self) -> bool | None:
+    def _auditor(self) -> bool:
         """A compliance officer: staff (to sign in to the admin) and a member
-        of the built-in auditor group, nothing else. None: the group is gone."""
-        group = auditor_group()
-        if group is None:
-            return None
+        of the built-in auditor group (made again if it is missing), nothing else."""
+        group = auditor_group_ensure()
         user, created = self._user("auditor", password="auditor", superuser=False)
         if created:
             user.is_staff = True
@@ -239,7 +237,7 @@ class Command(BaseCommand):
         admin_created: bool,
         staff_created: bool,
         manager_created: bool,
-        auditor_created: bool | None,
+        auditor_created: bool,
         chat_model: LlmModel | None,
         analysed: int | None,
     ) -> None:
@@ -262,10 +260,8 @@ class Command(BaseCommand):
             write(_("  Regular user: manager (already existed; password unchanged)"))
         if auditor_created:
             write(_("  Auditor: auditor / auditor (created now; reads the audit records, changes nothing)"))
-        elif auditor_created is False:
-            write(_("  Auditor: auditor (already existed; password unchanged)"))
         else:
-            write(_("  No auditor user: the built-in auditor group was deleted."))
+            write(_("  Auditor: auditor (already existed; password unchanged)"))
         write(
             _("  Connection %(name)s: role %(sales)s sees the whole database, role %(support)s only %(tables)s.")
             % {
