@@ -33,6 +33,7 @@ from governance.services import GovernanceError, db_connection_account_check, db
 from governance.sql.database_code import database_code
 from governance.sql.dialects import configured_schemas
 from governance.sql.execute import execute_readonly
+from owlai.korean import localized_particles
 
 logger = logging.getLogger(__name__)
 
@@ -158,7 +159,9 @@ def reason_text(reason: str) -> str:
         match = re.fullmatch(pattern, reason)
         if match:
             params = {key: str(labels.get(value, value)) for key, value in match.groupdict().items()}
-            return _(template) % params if params else _(template)
+            # The catalogue writes both particle forms after a value ("을(를)"):
+            # the value decides which one reads right (이름을, 주소를).
+            return localized_particles(_(template) % params if params else _(template))
     return reason
 
 
