@@ -149,7 +149,7 @@ class CsvExportMixin:
         try:
             # Recorded before the file exists: an export that cannot be
             # recorded does not happen.
-            audit_event_write(
+            record = audit_event_write(
                 kind=EventKind.CSV_EXPORT,
                 request=request,
                 resource_kind=self.audit_resource_kind,
@@ -159,6 +159,10 @@ class CsvExportMixin:
             )
         except AuditWriteError:
             return HttpResponse(_("The export could not be recorded in the audit log."), status=503)
+        if isinstance(record, queryset.model):
+            # The events list: the file holds what was counted, not the
+            # export's own record written just now (one row more than its count).
+            queryset = queryset.exclude(pk=record.pk)
         fields = [field for field, _header in self.csv_columns]
         source = queryset.values_list(*fields)[: cap + 1].iterator(chunk_size=1000)
         # Words in the language of this request, resolved now: the rows are

