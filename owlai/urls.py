@@ -26,3 +26,6 @@ urlpatterns = [
     path("", include("accounts.urls")),
     path("", include("chat.urls")),
 ]
+
+# The 500 page rendered with the request (language, switcher): accounts.views.
+handler500 = "accounts.views.server_error"

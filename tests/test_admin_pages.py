@@ -219,7 +219,7 @@ def visible_text(page: str) -> str:
     # Django stores permission names in the database in English when it
     # migrates, and names auto-created join rows in English ("Role_users
     # object"): data of Django's, not strings of these screens.
-    page = re.sub(r'<select name="user_permissions".*?</select>', " ", page, flags=re.S)
+    page = re.sub(r'<select name="(user_)?permissions".*?</select>', " ", page, flags=re.S)
     page = re.sub(r'<ul id="deleted-objects">.*?(?=<form)', " ", page, flags=re.S)
     page = re.sub(r"<bdi>.*?</bdi>", " ", page, flags=re.S)  # the parts of a password hash
     page = re.sub(r"<[^>]+>", " ", page)
@@ -282,6 +282,7 @@ NOT_ENGLISH_PROSE = {
     "stdio",
     # Django names an auto-created join table after the two classes ("Role-user relationships").
     "Role-user",
+    "Group-permission",
 }
 
 

@@ -108,3 +108,89 @@ def test_api_errors_read_in_one_language(client, personas, language):
     texts = [anonymous, invalid["name"][0], wrong_method.json()["detail"]]
     hangul = [bool(re.search("[가-힣]", text)) for text in texts]
     assert hangul == [language == "ko"] * 3, texts
+
+
+# --- pages outside the chat and the admin ----------------------------------------------
+
+STYLESHEET = "/static/accounts/standalone.css"
+ICON = "/static/accounts/favicon.svg"
+
+
+def assert_product_page(page: str, language: str) -> None:
+    """The product's look (its stylesheet and icon) and a working switcher."""
+    import re
+
+    assert STYLESHEET in page and f'rel="icon" href="{ICON}"' in page
+    assert 'action="/i18n/setlang/"' in page and 'name="csrfmiddlewaretoken"' in page
+    assert f'<option value="{language}" selected>' in page
+    assert f'<html lang="{language}">' in page
+    text = re.sub(r"<(script|style)\b.*?</\1>|<[^>]+>", " ", page, flags=re.S)
+    if language == "ko":
+        assert re.search("[가-힣]", text)
+
+
+@pytest.mark.parametrize("language", ["ko", "en"])
+def test_the_login_page_is_styled_with_the_switcher(client, language):
+    response = client.get("/accounts/login/", HTTP_ACCEPT_LANGUAGE=language)
+    page = response.content.decode()
+    assert_product_page(page, language)
+    with translation.override(language):
+        assert f"<h1>{translation.gettext('Log in')}</h1>" in page
+
+
+def test_the_switcher_on_the_login_page_changes_the_language(client):
+    page = client.get("/accounts/login/", HTTP_ACCEPT_LANGUAGE="ko").content.decode()
+    assert "<h1>로그인</h1>" in page
+    client.post("/i18n/setlang/", {"language": "en", "next": "/accounts/login/"})
+    assert "<h1>Log in</h1>" in client.get("/accounts/login/", HTTP_ACCEPT_LANGUAGE="ko").content.decode()
+
+
+@pytest.mark.parametrize("language", ["ko", "en"])
+def test_the_404_page_is_the_products_and_translated(client, language):
+    response = client.get("/no/such/page/", HTTP_ACCEPT_LANGUAGE=language)
+    assert response.status_code == 404
+    page = response.content.decode()
+    assert_product_page(page, language)
+    with translation.override(language):
+        assert translation.gettext("Page not found") in page
+    assert "Not Found" not in page and "The requested resource" not in page
+
+
+@pytest.mark.parametrize("language", ["ko", "en"])
+def test_the_500_page_is_the_products_and_translated(language):
+    from django.test import RequestFactory
+
+    from accounts.views import server_error
+    from owlai import urls
+
+    assert urls.handler500 == "accounts.views.server_error"
+    request = RequestFactory().get("/broken/")
+    with translation.override(language):
+        response = server_error(request)
+        expected = translation.gettext("Something went wrong")
+    assert response.status_code == 500
+    page = response.content.decode()
+    assert_product_page(page, language)
+    assert expected in page
+
+
+def test_the_favicon_is_served_and_every_page_names_it(admin_client):
+    from django.test import Client
+
+    client = Client()  # signed out
+    response = client.get("/favicon.ico")
+    assert response.status_code == 301 and response["Location"] == ICON
+    from django.contrib.staticfiles import finders
+
+    assert finders.find("accounts/favicon.svg")
+    assert ICON in admin_client.get(reverse("admin:index")).content.decode()
+    assert ICON in admin_client.get("/").content.decode()  # the chat page
+    assert ICON in client.get(reverse("admin:login")).content.decode()
+
+
+def test_the_admin_has_the_switcher_too(admin_client):
+    from django.test import Client
+
+    for response in (admin_client.get(reverse("admin:index")), Client().get(reverse("admin:login"))):
+        page = response.content.decode()
+        assert 'action="/i18n/setlang/"' in page and 'class="language-switcher"' in page
