@@ -78,12 +78,15 @@ def test_the_auditor_reads_lists_details_pickers_and_exports(client, officer, pe
 def _admin_urls(personas) -> list[str]:
     """Every add, change and list page of the screens outside the audit app."""
     urls = []
-    for model, model_admin in admin.site._registry.items():
+    for model in admin.site._registry:
         opts = model._meta
         if opts.app_label == "audit":
             continue
         urls.append(reverse(f"admin:{opts.app_label}_{opts.model_name}_changelist"))
-        for view, args in (("add", []), *(("change", [pk]) for pk in model._default_manager.values_list("pk", flat=True)[:2])):
+        for view, args in (
+            ("add", []),
+            *(("change", [pk]) for pk in model._default_manager.values_list("pk", flat=True)[:2]),
+        ):
             try:
                 urls.append(reverse(f"admin:{opts.app_label}_{opts.model_name}_{view}", args=args))
             except NoReverseMatch:
@@ -109,7 +112,7 @@ def test_pickers_check_the_screen_they_serve(client, personas):
     assert client.get(url, {"term": "sta"}).status_code == 403
 
 
-def test_seed_demo_adds_the_auditor(var_dir):
+def test_seed_demo_adds_the_auditor(var_dir):  # noqa: F811
     call_command("seed_demo", stdout=StringIO())
     auditor = get_user_model().objects.get(username="auditor")
     assert auditor.check_password("auditor") and auditor.is_staff and not auditor.is_superuser
@@ -120,7 +123,7 @@ def test_seed_demo_adds_the_auditor(var_dir):
     assert get_user_model().objects.filter(username="auditor").count() == 1
 
 
-def test_seed_demo_makes_the_group_again_when_it_is_missing(var_dir):
+def test_seed_demo_makes_the_group_again_when_it_is_missing(var_dir):  # noqa: F811
     auditor_group().delete()
     call_command("seed_demo", stdout=StringIO())
     group = auditor_group()

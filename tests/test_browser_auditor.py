@@ -119,7 +119,11 @@ def test_the_demo_auditor_filters_with_the_pickers_exports_and_reads_but_changes
 
     # The pickers: the auditor has no right on the users' or connections' screens.
     pick(page, ko("user"), "ali", "alice")
-    assert sorted(listed_sql(page)) == ["SELECT 'alice denied on sales'", "SELECT 'alice on hr'", "SELECT 'alice success'"]
+    assert sorted(listed_sql(page)) == [
+        "SELECT 'alice denied on sales'",
+        "SELECT 'alice on hr'",
+        "SELECT 'alice success'",
+    ]
     pick(page, ko("DB connection"), "sal", "sales")
     assert sorted(listed_sql(page)) == ["SELECT 'alice denied on sales'", "SELECT 'alice success'"]
     outcome = page.locator(f'details[data-filter-title="{ko("outcome")}"] a', has_text=re.compile(f"^{ko('Denied')}$"))

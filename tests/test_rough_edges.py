@@ -68,9 +68,7 @@ def test_a_token_managing_tokens_is_told_the_true_reason(personas, language):
     token, key = api_token_create(user=personas.staff, name="a", actor=personas.staff)
     client = Client(HTTP_AUTHORIZATION=f"Bearer {key}", HTTP_ACCEPT_LANGUAGE=language)
     with translation.override(language):
-        expected = translation.gettext(
-            "This endpoint does not accept API tokens: sign in with the browser."
-        )
+        expected = translation.gettext("This endpoint does not accept API tokens: sign in with the browser.")
     for response in (
         client.get("/api/tokens/"),
         client.post("/api/tokens/", {"name": "more"}, content_type="application/json"),
@@ -89,8 +87,10 @@ def test_api_404_details_come_in_the_sessions_language(client, personas, languag
     theirs = conversation_create(owner=personas.admin)
     client.force_login(personas.staff)
     for url in (f"/api/conversations/{theirs.pk}/", "/api/tokens/999999/"):
-        response = client.get(url, HTTP_ACCEPT_LANGUAGE=language) if "tokens" not in url else client.delete(
-            url, HTTP_ACCEPT_LANGUAGE=language
+        response = (
+            client.get(url, HTTP_ACCEPT_LANGUAGE=language)
+            if "tokens" not in url
+            else client.delete(url, HTTP_ACCEPT_LANGUAGE=language)
         )
         assert response.status_code == 404 and response.json() == {"detail": expected}, url
 
@@ -194,3 +194,52 @@ def test_the_admin_has_the_switcher_too(admin_client):
     for response in (admin_client.get(reverse("admin:index")), Client().get(reverse("admin:login"))):
         page = response.content.decode()
         assert 'action="/i18n/setlang/"' in page and 'class="language-switcher"' in page
+
+
+# --- schema analysis says when it finished -----------------------------------------------
+
+
+def test_schema_analysis_says_when_it_finished_and_how_many_columns(admin_client, personas):
+    from governance.models import ColumnClassification
+    from governance.schema_analysis import schema_analysis_run
+    from governance.schema_analysis_status import schema_analysis_status
+
+    connection = personas.sales
+    with translation.override("en"):
+        assert schema_analysis_status(connection_id=connection.pk) == "never run"
+    changed = schema_analysis_run(connection_id=connection.pk)
+    assert changed == ColumnClassification.objects.filter(connection=connection).count() > 1
+    finished = AuditEvent.objects.get(kind=EventKind.ANALYSIS_FINISHED, resource_id=str(connection.pk))
+    assert finished.details == {"connection": "sales", "columns": changed}
+    with translation.override("en"):
+        status = schema_analysis_status(connection_id=connection.pk)
+    assert status.startswith("finished ") and status.endswith(f": {changed} columns classified")
+    page = admin_client.get(reverse("admin:governance_dbconnection_changelist"), HTTP_ACCEPT_LANGUAGE="ko")
+    assert f"컬럼 {changed}개 분류" in page.content.decode()
+    detail = admin_client.get(reverse("admin:governance_dbconnection_change", args=[connection.pk]))
+    assert f"컬럼 {changed}개 분류" in detail.content.decode()
+
+
+def test_a_failed_schema_analysis_says_so(personas):
+    from governance.models import DbConnection
+    from governance.schema_analysis import schema_analysis_run
+    from governance.schema_analysis_status import schema_analysis_status
+    from governance.services import GovernanceError
+
+    broken = DbConnection.objects.create(name="gone", engine="sqlite", dsn_env="OWLAI_TEST_UNSET_DSN")
+    with pytest.raises(GovernanceError):
+        schema_analysis_run(connection_id=broken.pk)
+    failed = AuditEvent.objects.get(kind=EventKind.ANALYSIS_FAILED, resource_id=str(broken.pk))
+    assert "OWLAI_TEST_UNSET_DSN" in failed.details["error"]
+    with translation.override("ko"):
+        assert "실패" in schema_analysis_status(connection_id=broken.pk)
+
+
+def test_the_analysis_action_tells_the_admin_where_to_read_the_end(admin_client, personas):
+    response = admin_client.post(
+        reverse("admin:governance_dbconnection_changelist"),
+        {"action": "analyse_schema", "_selected_action": [personas.sales.pk]},
+        HTTP_ACCEPT_LANGUAGE="ko",
+        follow=True,
+    )
+    assert "끝나면 목록의 스키마 분석 열에 표시됩니다" in response.content.decode()
