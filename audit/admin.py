@@ -39,7 +39,7 @@ from audit.admin_filters import (
     ResourceKindFilter,
     TimeRangeFilter,
 )
-from audit.admin_views import AuditedViewsMixin, filter_labels
+from audit.admin_views import AuditedViewsMixin, labels_details, recorded_filters
 from audit.csv_export import stream_csv
 from audit.event_types import event_type_choices
 from audit.events import audit_event_write
@@ -142,10 +142,7 @@ class CsvExportMixin:
         cap = settings.OWLAI_AUDIT_EXPORT_MAX_ROWS
         available = queryset[: cap + 1].count()
         filters = {k: v for k, v in request.GET.items() if k not in ("p", "o")}
-        details = {"cut": available > cap}
-        labels = filter_labels(changelist)
-        if labels:
-            details["filter_labels"] = labels
+        details = {"cut": available > cap, **labels_details(changelist)}
         try:
             # Recorded before the file exists: an export that cannot be
             # recorded does not happen.
@@ -417,9 +414,8 @@ def _filters_text(event: AuditEvent) -> str:
     """The filters a list view or export had, as the reader saw them: the
     filter titles and chosen values recorded with the event, else the raw
     query parameters."""
-    labels = (event.details or {}).get("filter_labels") if isinstance(event.details, dict) else None
-    pairs = labels if isinstance(labels, dict) and labels else (event.filters or {})
-    return "; ".join(f"{key}: {value}" for key, value in pairs.items()) if isinstance(pairs, dict) else ""
+    pairs = recorded_filters(event.details, event.filters)
+    return "; ".join(f"{key}: {value}" for key, value in pairs.items())
 
 
 # Names a resource by, where the event's details hold one.
@@ -491,5 +487,21 @@ class AuditEventAdmin(PickerFiltersMixin, CsvExportMixin, ReadOnlyAdmin):
     def details_shown(self, obj: AuditEvent) -> str:
         if not obj.details:
             return "-"
-        text = json.dumps(obj.details, ensure_ascii=False, indent=2, sort_keys=True, default=str)
+        text = json.dumps(_in_words(obj.details), ensure_ascii=False, indent=2, sort_keys=True, default=str)
         return format_html("<pre>{}</pre>", text)
+
+
+def _recorded_words() -> dict[str, str]:
+    # Codes services record as values (a connection's DSN source) and their words.
+    return {"stored": _("stored encrypted")}
+
+
+def _in_words(value, words: dict | None = None):
+    """The details with the recorded codes among their values in words; the
+    structure and every other value as recorded."""
+    words = _recorded_words() if words is None else words
+    if isinstance(value, dict):
+        return {key: _in_words(item, words) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_in_words(item, words) for item in value]
+    return words.get(value, value) if isinstance(value, str) else value

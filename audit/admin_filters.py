@@ -23,6 +23,7 @@ from django.contrib.admin.widgets import AutocompleteMixin, get_select2_language
 from django.http import Http404
 from django.urls import NoReverseMatch, path, reverse
 from django.utils import timezone
+from django.utils.text import format_lazy
 from django.utils.translation import gettext_lazy
 from rangefilter.filters import DateTimeRangeFilter
 
@@ -58,7 +59,8 @@ class TimeRangeFilter(DateTimeRangeFilter):
     title, like every time on these screens)."""
 
     def _get_default_title(self, request, model_admin, field_path):
-        return f"{self.field.verbose_name} ({zone_label()})"
+        # Lazy: the record keeps the title in every language (audit.admin_views).
+        return format_lazy("{} ({})", self.field.verbose_name, zone_label())
 
     def display_value(self) -> str:
         """The range as the record shows it: `start – end`, ISO 8601 with offsets."""

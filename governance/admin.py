@@ -48,7 +48,7 @@ from governance.models import (
     Role,
 )
 from governance.schema_analysis import schema_analysis_start
-from governance.schema_analysis_status import schema_analysis_status
+from governance.schema_analysis_status import dsn_source_label, schema_analysis_status
 from governance.services import (
     GovernanceError,
     db_connection_account_check,
@@ -366,7 +366,7 @@ class DbConnectionAdmin(ExposureAdminMixin, GovernedAdminMixin, admin.ModelAdmin
 
     @admin.display(description=_("DSN source"))
     def dsn_from(self, obj: DbConnection) -> str:
-        return obj.dsn_source
+        return dsn_source_label(obj.dsn_source)
 
     @admin.display(description=_("classification coverage"))
     def coverage(self, obj: DbConnection) -> str:

@@ -1,6 +1,7 @@
-"""Where a connection's schema analysis stands, for its admin pages: an
-analysis runs in a worker after the admin's page answered, and its end is
-an audit event (governance.schema_analysis.schema_analysis_run)."""
+"""A connection's state in words for its admin pages: where its schema
+analysis stands (an analysis runs in a worker after the admin's page
+answered; its end is an audit event, governance.schema_analysis) and where
+its DSN comes from."""
 
 from __future__ import annotations
 
@@ -37,3 +38,13 @@ def schema_analysis_status(*, connection_id: int) -> str:
     if last.kind == EventKind.ANALYSIS_FAILED:
         return _("failed %(time)s: %(error)s") % {"time": at, "error": details.get("error", "")}
     return _("running since %(time)s") % {"time": at}
+
+
+def dsn_source_label(source: str) -> str:
+    """`DbConnection.dsn_source` ("stored", "env:NAME", "-": codes the audit
+    record keeps as they are) in the reader's words."""
+    if source == "stored":
+        return _("stored encrypted")
+    if source.startswith("env:"):
+        return _("environment variable %(name)s") % {"name": source[len("env:") :]}
+    return source

@@ -265,8 +265,6 @@ NOT_ENGLISH_PROSE = {
     "com",
     "out",
     "sales-team",
-    "stored",
-    "env",
     "main",
     "public",
     "ms",

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import csv
 import io
+import re
 
 import pytest
 from django.urls import reverse
@@ -243,3 +244,59 @@ def test_the_analysis_action_tells_the_admin_where_to_read_the_end(admin_client,
         follow=True,
     )
     assert "끝나면 목록의 스키마 분석 열에 표시됩니다" in response.content.decode()
+
+
+# --- internal words -------------------------------------------------------------------
+
+
+def test_filters_of_a_view_event_read_in_the_readers_language(admin_client, personas):
+    from audit.services import tool_call_audit_write
+
+    tool_call_audit_write(
+        actor_id=personas.staff.pk, actor_username="staff", tool="run_sql", outcome="denied", sql_text="DELETE"
+    )
+    # An English reader filters the SQL list by outcome; a Korean reader reads the record.
+    admin_client.get(
+        reverse("admin:audit_sqlexecution_changelist"), {"outcome__exact": "denied"}, HTTP_ACCEPT_LANGUAGE="en"
+    )
+    event = AuditEvent.objects.get(kind=EventKind.ADMIN_VIEW, resource_kind="sql_execution")
+    assert event.details["filter_labels"] == {"outcome": "Denied"}
+    assert event.details["filter_labels_by_language"]["ko"] == {"결과": "거부됨"}
+    page = admin_client.get(reverse("admin:audit_auditevent_changelist"), HTTP_ACCEPT_LANGUAGE="ko").content.decode()
+    assert "결과: 거부됨" in page and "outcome" not in page and "Denied" not in page
+    english = admin_client.get(reverse("admin:audit_auditevent_change", args=[event.pk]), HTTP_ACCEPT_LANGUAGE="en")
+    assert "outcome: Denied" in english.content.decode()
+
+
+def test_older_records_without_every_language_keep_what_they_recorded():
+    from audit.admin_views import recorded_filters
+
+    assert recorded_filters({"filter_labels": {"사용자": "staff"}}, {"user_id": "3"}) == {"사용자": "staff"}
+    assert recorded_filters(None, {"user_id": "3"}) == {"user_id": "3"}
+
+
+def test_token_events_and_dsn_sources_are_in_words(admin_client, personas):
+    from accounts.services import api_token_create
+
+    api_token_create(user=personas.staff, name="script", actor=personas.admin)
+    event = AuditEvent.objects.get(kind=EventKind.API_TOKEN_CREATED)
+    assert event.resource_kind == "api_token"  # the record keeps the code
+    page = admin_client.get(reverse("admin:audit_auditevent_changelist"), HTTP_ACCEPT_LANGUAGE="ko").content.decode()
+    target = re.search(r'<td class="field-target">(.*?)</td>', page).group(1)
+    assert target.startswith("API 토큰 #"), target
+    connections = admin_client.get(reverse("admin:governance_dbconnection_changelist"), HTTP_ACCEPT_LANGUAGE="ko")
+    assert "암호화해 저장함" in connections.content.decode() and ">stored<" not in connections.content.decode()
+
+
+def test_recorded_codes_in_an_events_details_are_in_words(admin_client, personas):
+    event = audit_event_write(
+        kind=EventKind.SETTINGS_CHANGE,
+        actor=personas.admin,
+        resource_kind="db_connection",
+        details={"setting": "DSN of sales", "before": "stored", "after": "env:SALES_DSN"},
+    )
+    page = admin_client.get(reverse("admin:audit_auditevent_change", args=[event.pk]), HTTP_ACCEPT_LANGUAGE="ko")
+    text = page.content.decode()
+    assert "암호화해 저장함" in text and '"stored"' not in text
+    event.refresh_from_db()
+    assert event.details["before"] == "stored"
