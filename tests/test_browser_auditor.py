@@ -232,3 +232,21 @@ def test_the_events_list_keeps_every_column_and_the_filters_on_screen_at_1366_px
     assert shown["field-actor_username"]["lines"] == 1, shown
     left, right, w, _h = boxes["filter"]
     assert w > 150 and left >= 0 and right <= width + 1, boxes["filter"]
+
+
+def test_the_login_page_has_the_products_look_and_switches_language(chat_env, pages):
+    page = pages.open(None)
+    response = page.goto(chat_env.url("/accounts/login/"))
+    assert response.status == 200
+    assert page.locator("h1").inner_text() == ko("Log in")
+    # Styled: the product's stylesheet applied (the card, the accent button), the icon shown.
+    button = page.locator("form.login button[type=submit]")
+    assert button.evaluate("b => getComputedStyle(b).backgroundColor") == "rgb(47, 91, 211)"
+    assert page.locator(".brand img").evaluate("img => img.naturalWidth") > 0
+    assert page.locator("form.language-switcher .switch").is_hidden()  # the script submits on change
+    with page.expect_navigation():
+        page.select_option("form.language-switcher select", "en")
+    assert page.locator("h1").inner_text() == "Log in"
+    assert page.evaluate("document.documentElement.lang") == "en"
+    favicon = page.goto(chat_env.url("/favicon.ico"))
+    assert favicon.status == 200 and "svg" in favicon.headers["content-type"]
