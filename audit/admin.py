@@ -28,7 +28,7 @@ from django.utils import timezone
 from django.utils.functional import cached_property
 from django.utils.html import format_html
 from django.utils.translation import gettext as _
-from django.utils.translation import gettext_lazy
+from django.utils.translation import gettext_lazy, gettext_noop
 
 from audit.admin_filters import (
     ActorFilter,
@@ -421,6 +421,26 @@ def _filters_text(event: AuditEvent) -> str:
 # Names a resource by, where the event's details hold one.
 _NAME_KEYS = ("role", "connection", "name", "setting")
 
+# The forms in which services record a setting's name (in English, so the
+# record does not change with the writer's language), shown in the reader's.
+# A name of another form is shown as recorded.
+_SETTING_NAMES = (
+    gettext_noop("classification of %(name)s"),
+    gettext_noop("model %(name)s enabled"),
+    gettext_noop("default model for %(name)s"),
+    gettext_noop("DSN of %(name)s"),
+    gettext_noop("policy of connector tool %(name)s"),
+    gettext_noop("exposure of %(name)s"),
+)
+
+
+def setting_in_words(recorded: str) -> str:
+    for template in _SETTING_NAMES:
+        head, tail = template.split("%(name)s")
+        if recorded.startswith(head) and recorded.endswith(tail) and len(recorded) > len(head) + len(tail):
+            return _(template) % {"name": recorded[len(head) : len(recorded) - len(tail)]}
+    return recorded
+
 
 @admin.register(AuditEvent)
 class AuditEventAdmin(PickerFiltersMixin, CsvExportMixin, ReadOnlyAdmin):
@@ -475,7 +495,10 @@ class AuditEventAdmin(PickerFiltersMixin, CsvExportMixin, ReadOnlyAdmin):
     def target(self, obj: AuditEvent) -> str:
         label = resource_kind_label(obj.resource_kind)
         details = obj.details if isinstance(obj.details, dict) else {}
-        name = next((str(details[key]) for key in _NAME_KEYS if details.get(key)), "")
+        key = next((key for key in _NAME_KEYS if details.get(key)), None)
+        name = "" if key is None else str(details[key])
+        if key == "setting":
+            name = setting_in_words(name)
         parts = [label, f"#{obj.resource_id}" if obj.resource_id else "", name]
         return " ".join(part for part in parts if part) or "-"
 

@@ -300,3 +300,17 @@ def test_recorded_codes_in_an_events_details_are_in_words(admin_client, personas
     assert "암호화해 저장함" in text and '"stored"' not in text
     event.refresh_from_db()
     assert event.details["before"] == "stored"
+
+
+def test_recorded_setting_names_are_shown_in_the_readers_words(admin_client, personas):
+    from governance.models import Feature, LlmModel, Provider
+    from governance.services import feature_default_set
+
+    provider = Provider.objects.create(name="p", kind="openai", tier="private")
+    model = LlmModel.objects.create(provider=provider, name="m", label="M", enabled=True)
+    feature_default_set(feature=Feature.CHAT, model=model)
+    event = AuditEvent.objects.filter(details__setting="default model for chat").get()
+    ko_page = admin_client.get(reverse("admin:audit_auditevent_changelist"), HTTP_ACCEPT_LANGUAGE="ko").content.decode()
+    assert "chat 기본 모델" in ko_page and "default model for" not in ko_page
+    en_page = admin_client.get(reverse("admin:audit_auditevent_change", args=[event.pk]), HTTP_ACCEPT_LANGUAGE="en")
+    assert "default model for chat" in en_page.content.decode()
