@@ -81,36 +81,6 @@ def test_a_token_managing_tokens_is_told_the_true_reason(personas, language):
         assert "토큰" in expected
 
 
-@pytest.mark.parametrize(("language", "expected"), [("ko", "찾을 수 없습니다."), ("en", "Not found.")])
-def test_api_404_details_come_in_the_sessions_language(client, personas, language, expected):
-    from chat.services import conversation_create
-
-    theirs = conversation_create(owner=personas.admin)
-    client.force_login(personas.staff)
-    for url in (f"/api/conversations/{theirs.pk}/", "/api/tokens/999999/"):
-        response = (
-            client.get(url, HTTP_ACCEPT_LANGUAGE=language)
-            if "tokens" not in url
-            else client.delete(url, HTTP_ACCEPT_LANGUAGE=language)
-        )
-        assert response.status_code == 404 and response.json() == {"detail": expected}, url
-
-
-@pytest.mark.parametrize("language", ["ko", "en"])
-def test_api_errors_read_in_one_language(client, personas, language):
-    """DRF's own messages (ko_KR in its package, which Django's ko never
-    loads) in the session's language, like ours."""
-    import re
-
-    anonymous = client.get("/api/conversations/", HTTP_ACCEPT_LANGUAGE=language).json()["detail"]
-    client.force_login(personas.staff)
-    invalid = client.post("/api/tokens/", {}, content_type="application/json", HTTP_ACCEPT_LANGUAGE=language).json()
-    wrong_method = client.put("/api/tokens/", {}, content_type="application/json", HTTP_ACCEPT_LANGUAGE=language)
-    texts = [anonymous, invalid["name"][0], wrong_method.json()["detail"]]
-    hangul = [bool(re.search("[가-힣]", text)) for text in texts]
-    assert hangul == [language == "ko"] * 3, texts
-
-
 # --- pages outside the chat and the admin ----------------------------------------------
 
 STYLESHEET = "/static/accounts/standalone.css"
