@@ -129,3 +129,14 @@ def test_seed_demo_makes_the_group_again_when_it_is_missing(var_dir):  # noqa: F
     group = auditor_group()
     assert set(group.permissions.values_list("content_type__app_label", "codename")) == set(AUDITOR_PERMISSIONS)
     assert list(group.user_set.values_list("username", flat=True)) == ["auditor"]
+
+
+def test_seed_demos_summary_reads_in_korean(var_dir):  # noqa: F811
+    from django.utils import translation
+
+    out = StringIO()
+    with translation.override("ko"):
+        call_command("seed_demo", stdout=out)
+    text = out.getvalue()
+    assert "감사 담당자: auditor / auditor" in text
+    assert "역할 영업팀은 DB 전체를, 역할 고객센터는" in text and "(는)" not in text

@@ -44,6 +44,7 @@ from governance.services import (
     install_config_sync,
 )
 from owlai.install_config import ProviderKind
+from owlai.korean import localized_particles
 
 DEMO_CONNECTION = "demo_company"
 DEMO_FILE_NAME = "demo_company.sqlite3"
@@ -263,13 +264,15 @@ class Command(BaseCommand):
         else:
             write(_("  Auditor: auditor (already existed; password unchanged)"))
         write(
-            _("  Connection %(name)s: role %(sales)s sees the whole database, role %(support)s only %(tables)s.")
-            % {
-                "name": DEMO_CONNECTION,
-                "sales": SALES_ROLE,
-                "support": SUPPORT_ROLE,
-                "tables": ", ".join(SUPPORT_TABLES),
-            }
+            localized_particles(
+                _("  Connection %(name)s: role %(sales)s sees the whole database, role %(support)s only %(tables)s.")
+                % {
+                    "name": DEMO_CONNECTION,
+                    "sales": SALES_ROLE,
+                    "support": SUPPORT_ROLE,
+                    "tables": ", ".join(SUPPORT_TABLES),
+                }
+            )
         )
         if analysed is not None:
             write(_("  Schema analysed: %(count)d columns classified.") % {"count": analysed})
