@@ -48,7 +48,7 @@ class ApiTokenAddForm(forms.ModelForm):
 
 @admin.register(ApiToken)
 class ApiTokenAdmin(ImpactConfirmAdminMixin, AuditedViewsMixin, admin.ModelAdmin):
-    audit_resource_kind = "api_token"
+    audit_resource_kind = ResourceKind.API_TOKEN
     audit_owner_field = "user_id"
     audit_owner_name_field = "user__username"
     list_display = ("name", "user", "prefix", "scopes", "created_at", "expires_at", "revoked_at", "last_used_at")

@@ -108,3 +108,26 @@ def api_token_detail(request: Request, token_id: int) -> Response:
     token = get_object_or_404(ApiToken, pk=token_id, user=request.user)
     api_token_revoke(token=token, actor=request.user, request=request._request)
     return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+def server_error(request):
+    """The 500 page in the product's look, with the switcher: rendered with
+    the request (its language, the switcher's CSRF token), unlike Django's
+    default. If even that fails, a plain sentence."""
+    from django.http import HttpResponseServerError
+    from django.template import loader
+    from django.utils.translation import gettext
+
+    try:
+        body = loader.render_to_string("500.html", request=request)
+    except Exception:  # the page must not fail in turn
+        body = gettext("Something went wrong")
+    return HttpResponseServerError(body)
+
+
+def favicon(request):
+    """Browsers ask /favicon.ico whatever the page says: the product's icon."""
+    from django.shortcuts import redirect
+    from django.templatetags.static import static
+
+    return redirect(static("accounts/favicon.svg"), permanent=True)

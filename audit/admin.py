@@ -28,7 +28,7 @@ from django.utils import timezone
 from django.utils.functional import cached_property
 from django.utils.html import format_html
 from django.utils.translation import gettext as _
-from django.utils.translation import gettext_lazy
+from django.utils.translation import gettext_lazy, gettext_noop
 
 from audit.admin_filters import (
     ActorFilter,
@@ -39,7 +39,7 @@ from audit.admin_filters import (
     ResourceKindFilter,
     TimeRangeFilter,
 )
-from audit.admin_views import AuditedViewsMixin, filter_labels
+from audit.admin_views import AuditedViewsMixin, labels_details, recorded_filters
 from audit.csv_export import stream_csv
 from audit.event_types import event_type_choices
 from audit.events import audit_event_write
@@ -142,14 +142,11 @@ class CsvExportMixin:
         cap = settings.OWLAI_AUDIT_EXPORT_MAX_ROWS
         available = queryset[: cap + 1].count()
         filters = {k: v for k, v in request.GET.items() if k not in ("p", "o")}
-        details = {"cut": available > cap}
-        labels = filter_labels(changelist)
-        if labels:
-            details["filter_labels"] = labels
+        details = {"cut": available > cap, **labels_details(changelist)}
         try:
             # Recorded before the file exists: an export that cannot be
             # recorded does not happen.
-            audit_event_write(
+            record = audit_event_write(
                 kind=EventKind.CSV_EXPORT,
                 request=request,
                 resource_kind=self.audit_resource_kind,
@@ -159,6 +156,10 @@ class CsvExportMixin:
             )
         except AuditWriteError:
             return HttpResponse(_("The export could not be recorded in the audit log."), status=503)
+        if isinstance(record, queryset.model):
+            # The events list: the file holds what was counted, not the
+            # export's own record written just now (one row more than its count).
+            queryset = queryset.exclude(pk=record.pk)
         fields = [field for field, _header in self.csv_columns]
         source = queryset.values_list(*fields)[: cap + 1].iterator(chunk_size=1000)
         # Words in the language of this request, resolved now: the rows are
@@ -413,13 +414,32 @@ def _filters_text(event: AuditEvent) -> str:
     """The filters a list view or export had, as the reader saw them: the
     filter titles and chosen values recorded with the event, else the raw
     query parameters."""
-    labels = (event.details or {}).get("filter_labels") if isinstance(event.details, dict) else None
-    pairs = labels if isinstance(labels, dict) and labels else (event.filters or {})
-    return "; ".join(f"{key}: {value}" for key, value in pairs.items()) if isinstance(pairs, dict) else ""
+    pairs = recorded_filters(event.details, event.filters)
+    return "; ".join(f"{key}: {value}" for key, value in pairs.items())
 
 
 # Names a resource by, where the event's details hold one.
 _NAME_KEYS = ("role", "connection", "name", "setting")
+
+# The forms in which services record a setting's name (in English, so the
+# record does not change with the writer's language), shown in the reader's.
+# A name of another form is shown as recorded.
+_SETTING_NAMES = (
+    gettext_noop("classification of %(name)s"),
+    gettext_noop("model %(name)s enabled"),
+    gettext_noop("default model for %(name)s"),
+    gettext_noop("DSN of %(name)s"),
+    gettext_noop("policy of connector tool %(name)s"),
+    gettext_noop("exposure of %(name)s"),
+)
+
+
+def setting_in_words(recorded: str) -> str:
+    for template in _SETTING_NAMES:
+        head, tail = template.split("%(name)s")
+        if recorded.startswith(head) and recorded.endswith(tail) and len(recorded) > len(head) + len(tail):
+            return _(template) % {"name": recorded[len(head) : len(recorded) - len(tail)]}
+    return recorded
 
 
 @admin.register(AuditEvent)
@@ -475,7 +495,10 @@ class AuditEventAdmin(PickerFiltersMixin, CsvExportMixin, ReadOnlyAdmin):
     def target(self, obj: AuditEvent) -> str:
         label = resource_kind_label(obj.resource_kind)
         details = obj.details if isinstance(obj.details, dict) else {}
-        name = next((str(details[key]) for key in _NAME_KEYS if details.get(key)), "")
+        key = next((key for key in _NAME_KEYS if details.get(key)), None)
+        name = "" if key is None else str(details[key])
+        if key == "setting":
+            name = setting_in_words(name)
         parts = [label, f"#{obj.resource_id}" if obj.resource_id else "", name]
         return " ".join(part for part in parts if part) or "-"
 
@@ -487,5 +510,21 @@ class AuditEventAdmin(PickerFiltersMixin, CsvExportMixin, ReadOnlyAdmin):
     def details_shown(self, obj: AuditEvent) -> str:
         if not obj.details:
             return "-"
-        text = json.dumps(obj.details, ensure_ascii=False, indent=2, sort_keys=True, default=str)
+        text = json.dumps(_in_words(obj.details), ensure_ascii=False, indent=2, sort_keys=True, default=str)
         return format_html("<pre>{}</pre>", text)
+
+
+def _recorded_words() -> dict[str, str]:
+    # Codes services record as values (a connection's DSN source) and their words.
+    return {"stored": _("stored encrypted")}
+
+
+def _in_words(value, words: dict | None = None):
+    """The details with the recorded codes among their values in words; the
+    structure and every other value as recorded."""
+    words = _recorded_words() if words is None else words
+    if isinstance(value, dict):
+        return {key: _in_words(item, words) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_in_words(item, words) for item in value]
+    return words.get(value, value) if isinstance(value, str) else value

@@ -18,8 +18,10 @@ from __future__ import annotations
 
 import logging
 
+from django.conf import settings
 from django.contrib.admin import SimpleListFilter
 from django.http import HttpResponse
+from django.utils import translation
 from django.utils.translation import gettext as _
 
 from audit.events import audit_event_write
@@ -59,6 +61,44 @@ def filter_labels(changelist) -> dict[str, str]:
     return labels
 
 
+def filter_labels_by_language(changelist) -> dict[str, dict[str, str]]:
+    """filter_labels in every shipped language ({"ko": {...}, "en": {...}}):
+    the record is read later by people of either language, and a title
+    kept only in the recorder's ("outcome: Denied") is a foreign word to
+    the other reader."""
+    by_language = {}
+    for code, _name in settings.LANGUAGES:
+        with translation.override(code):
+            by_language[code] = filter_labels(changelist)
+    return by_language
+
+
+def labels_details(changelist) -> dict:
+    """The `details` of a list view or export event: the chosen filters in
+    words, in the request's language and in every shipped one."""
+    labels = filter_labels(changelist)
+    if not labels:
+        return {}
+    return {"filter_labels": labels, "filter_labels_by_language": filter_labels_by_language(changelist)}
+
+
+def recorded_filters(details, raw_filters) -> dict:
+    """The filters of a recorded list view or export, as the reader should
+    read them: in the reader's language when recorded so, else as recorded."""
+    details = details if isinstance(details, dict) else {}
+    by_language = details.get("filter_labels_by_language")
+    if isinstance(by_language, dict):
+        shown = by_language.get(translation.get_language() or "") or by_language.get(
+            (translation.get_language() or "").split("-")[0]
+        )
+        if isinstance(shown, dict) and shown:
+            return shown
+    labels = details.get("filter_labels")
+    if isinstance(labels, dict) and labels:
+        return labels
+    return raw_filters if isinstance(raw_filters, dict) else {}
+
+
 def _values(value) -> list:
     return list(value) if isinstance(value, list | tuple) else [value]
 
@@ -81,14 +121,13 @@ class AuditedViewsMixin:
         try:
             if not self._shows_others(changelist, viewer):
                 return response  # only one's own records
-            labels = filter_labels(changelist)
             audit_event_write(
                 kind=EventKind.ADMIN_VIEW,
                 request=request,
                 resource_kind=self.audit_resource_kind,
                 row_count=len(changelist.result_list),
                 filters={k: v for k, v in request.GET.items() if k not in _NAVIGATION_PARAMS},
-                details={"filter_labels": labels} if labels else None,
+                details=labels_details(changelist) or None,
             )
         except AuditWriteError:
             logger.exception("admin list view event could not be written")

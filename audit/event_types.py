@@ -25,6 +25,9 @@ class EventKind(models.TextChoices):
     PERMISSION_CHANGE = "permission_change", _("Permission change")
     SETTINGS_CHANGE = "settings_change", _("Settings change")
     ANALYSIS_STARTED = "analysis_started", _("Schema analysis started")
+    # Its end, in a worker: what the admin who started it reads on the connection.
+    ANALYSIS_FINISHED = "analysis_finished", _("Schema analysis finished")
+    ANALYSIS_FAILED = "analysis_failed", _("Schema analysis failed")
     PII_REVEAL = "pii_reveal", _("Personal data revealed")
     PII_REVEAL_REFUSED = "pii_reveal_refused", _("Personal data reveal refused")
     CSV_EXPORT = "csv_export", _("CSV export")

@@ -158,6 +158,7 @@ class ResourceKind(models.TextChoices):
     CONNECTOR_TOOL = "connector_tool", _("Connector tool")
     ALWAYS_ALLOW = "always_allow", _("Always-allowed tool")
     SPILL_FILE = "spill_file", _("Spilled result")
+    API_TOKEN = "api_token", _("API token")
 
 
 def resource_kind_label(value: str) -> str:

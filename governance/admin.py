@@ -50,6 +50,7 @@ from governance.models import (
     Role,
 )
 from governance.schema_analysis import schema_analysis_start
+from governance.schema_analysis_status import dsn_source_label, schema_analysis_status
 from governance.services import (
     GovernanceError,
     db_connection_account_check,
@@ -337,12 +338,29 @@ class DbConnectionAdmin(ExposureAdminMixin, GovernedAdminMixin, admin.ModelAdmin
             schema_analysis_start(connection=connection, request=request)
             started += 1
         if started:
-            self.message_user(request, _("Schema analysis started."), level=messages.INFO)
+            self.message_user(
+                request,
+                _("Schema analysis started. The list's schema analysis column says when it has finished."),
+                level=messages.INFO,
+            )
 
-    list_display = ("name", "engine", "exposure", "dsn_from", "row_cap", "statement_timeout_ms", "coverage")
+    @admin.display(description=_("schema analysis"))
+    def analysis_status(self, obj: DbConnection) -> str:
+        return schema_analysis_status(connection_id=obj.pk)
+
+    list_display = (
+        "name",
+        "engine",
+        "exposure",
+        "dsn_from",
+        "row_cap",
+        "statement_timeout_ms",
+        "coverage",
+        "analysis_status",
+    )
     list_filter = ("engine", "exposure")
     search_fields = ("name", "business_summary")
-    readonly_fields = ("dsn_from", "database_code_shown")
+    readonly_fields = ("dsn_from", "analysis_status", "database_code_shown")
 
     @admin.display(description=_("database's own functions, operators and casts"))
     def database_code_shown(self, obj: DbConnection):
@@ -377,7 +395,7 @@ class DbConnectionAdmin(ExposureAdminMixin, GovernedAdminMixin, admin.ModelAdmin
 
     @admin.display(description=_("DSN source"))
     def dsn_from(self, obj: DbConnection) -> str:
-        return obj.dsn_source
+        return dsn_source_label(obj.dsn_source)
 
     @admin.display(description=_("classification coverage"))
     def coverage(self, obj: DbConnection) -> str:

@@ -34,6 +34,7 @@ from governance.services import GovernanceError, db_connection_account_check, db
 from governance.sql.database_code import database_code
 from governance.sql.dialects import configured_schemas
 from governance.sql.execute import execute_readonly
+from owlai.korean import localized_particles
 
 logger = logging.getLogger(__name__)
 
@@ -145,7 +146,9 @@ def reason_text(reason: str) -> str:
         match = re.fullmatch(pattern, reason)
         if match:
             params = {key: str(labels.get(value, value)) for key, value in match.groupdict().items()}
-            return _(template) % params if params else _(template)
+            # The catalogue writes both particle forms after a value ("을(를)"):
+            # the value decides which one reads right (이름을, 주소를).
+            return localized_particles(_(template) % params if params else _(template))
     return reason
 
 
@@ -295,10 +298,31 @@ def schema_analysis_apply(*, connection: DbConnection, results: dict) -> int:
 
 
 def schema_analysis_run(*, connection_id: int) -> int:
+    """Analyse and store; its end (finished with the count, or failed with
+    why) is an audit event, which the connection's admin page reads: an
+    analysis runs in a worker, after the admin's page has answered."""
     connection = DbConnection.objects.get(pk=connection_id)
-    changed = schema_analysis_apply(connection=connection, results=analyse_connection(connection))
-    database_code_record(connection=connection)
+    try:
+        changed = schema_analysis_apply(connection=connection, results=analyse_connection(connection))
+        database_code_record(connection=connection)
+    except Exception as error:
+        _analysis_end(connection, failed=True, details={"error": f"{type(error).__name__}: {error}"[:300]})
+        raise
+    _analysis_end(connection, failed=False, details={"columns": changed})
     return changed
+
+
+def _analysis_end(connection: DbConnection, *, failed: bool, details: dict) -> None:
+    from audit.events import audit_event_write
+    from audit.models import EventKind, ResourceKind
+
+    with transaction.atomic():
+        audit_event_write(
+            kind=EventKind.ANALYSIS_FAILED if failed else EventKind.ANALYSIS_FINISHED,
+            resource_kind=ResourceKind.DB_CONNECTION,
+            resource_id=connection.pk,
+            details={"connection": connection.name, **details},
+        )
 
 
 def database_code_record(*, connection: DbConnection) -> list[dict] | None:

@@ -168,6 +168,8 @@ REST_FRAMEWORK = {
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    # Errors in the request's language, a token sent where none is accepted named as such.
+    "EXCEPTION_HANDLER": "accounts.api_errors.api_exception_handler",
 }
 
 # OpenAPI 3 schema at /api/schema/, Swagger UI and Redoc from the sidecar's

@@ -27,3 +27,6 @@ urlpatterns = [
     path("", include("chat.urls")),
     path("", include("agentapi.urls")),
 ]
+
+# The 500 page rendered with the request (language, switcher): accounts.views.
+handler500 = "accounts.views.server_error"

@@ -259,3 +259,38 @@ def test_the_socket_follows_the_browser_when_nothing_is_stored(personas, install
     assert korean_words(answer, quoted=SQL) == [] and "DELETE" in answer
     assert events[-1]["code"] == "malformed_json" and not HANGUL.search(events[-1]["message"])
     assert Turn.objects.get().language == "en"
+
+
+# --- API errors ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("language", "expected"), [("ko", "찾을 수 없습니다."), ("en", "Not found.")])
+@pytest.mark.django_db
+def test_api_404_details_come_in_the_sessions_language(client, personas, language, expected):
+    from chat.services import conversation_create
+
+    theirs = conversation_create(owner=personas.admin)
+    client.force_login(personas.staff)
+    for url in (f"/api/conversations/{theirs.pk}/", "/api/tokens/999999/"):
+        response = (
+            client.get(url, HTTP_ACCEPT_LANGUAGE=language)
+            if "tokens" not in url
+            else client.delete(url, HTTP_ACCEPT_LANGUAGE=language)
+        )
+        assert response.status_code == 404 and response.json() == {"detail": expected}, url
+
+
+@pytest.mark.parametrize("language", ["ko", "en"])
+@pytest.mark.django_db
+def test_api_errors_read_in_one_language(client, personas, language):
+    """DRF's own messages (ko_KR in its package, which Django's ko never
+    loads) in the session's language, like ours."""
+    import re
+
+    anonymous = client.get("/api/conversations/", HTTP_ACCEPT_LANGUAGE=language).json()["detail"]
+    client.force_login(personas.staff)
+    invalid = client.post("/api/tokens/", {}, content_type="application/json", HTTP_ACCEPT_LANGUAGE=language).json()
+    wrong_method = client.put("/api/tokens/", {}, content_type="application/json", HTTP_ACCEPT_LANGUAGE=language)
+    texts = [anonymous, invalid["name"][0], wrong_method.json()["detail"]]
+    hangul = [bool(re.search("[가-힣]", text)) for text in texts]
+    assert hangul == [language == "ko"] * 3, texts

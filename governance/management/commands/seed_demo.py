@@ -19,6 +19,7 @@ from django.core.management.base import BaseCommand
 from django.db import transaction
 from django.utils.translation import gettext as _
 
+from accounts.builtin_groups import auditor_group_ensure
 from audit.events import audit_event_write
 from audit.models import EventKind
 from governance.demo_company import build_demo_company_db
@@ -43,6 +44,7 @@ from governance.services import (
     install_config_sync,
 )
 from owlai.install_config import ProviderKind
+from owlai.korean import localized_particles
 
 DEMO_CONNECTION = "demo_company"
 DEMO_FILE_NAME = "demo_company.sqlite3"
@@ -101,6 +103,7 @@ class Command(BaseCommand):
             admin, admin_created = self._user("admin", password="admin", superuser=True)
             staff, staff_created = self._user("staff", password="staff", superuser=False)
             manager, manager_created = self._user("manager", password="manager", superuser=False)
+            auditor_created = self._auditor()
             connection = self._connection(path)
             sales_role = self._role(
                 SALES_ROLE, users=[staff, manager, admin], connection=connection, whole_database=True, tables=[]
@@ -115,6 +118,7 @@ class Command(BaseCommand):
             admin_created=admin_created,
             staff_created=staff_created,
             manager_created=manager_created,
+            auditor_created=auditor_created,
             chat_model=chat_model,
             analysed=analysed,
         )
@@ -161,6 +165,17 @@ class Command(BaseCommand):
         else:
             user = user_model.objects.create_user(username, email="", password=password, is_staff=False)
         return user, True
+
+    def _auditor(self) -> bool:
+        """A compliance officer: staff (to sign in to the admin) and a member
+        of the built-in auditor group (made again if it is missing), nothing else."""
+        group = auditor_group_ensure()
+        user, created = self._user("auditor", password="auditor", superuser=False)
+        if created:
+            user.is_staff = True
+            user.save(update_fields=["is_staff"])
+            user.groups.add(group)
+        return created
 
     @staticmethod
     def _connection(path: Path) -> DbConnection:
@@ -223,6 +238,7 @@ class Command(BaseCommand):
         admin_created: bool,
         staff_created: bool,
         manager_created: bool,
+        auditor_created: bool,
         chat_model: LlmModel | None,
         analysed: int | None,
     ) -> None:
@@ -243,14 +259,20 @@ class Command(BaseCommand):
             )
         else:
             write(_("  Regular user: manager (already existed; password unchanged)"))
+        if auditor_created:
+            write(_("  Auditor: auditor / auditor (created now; reads the audit records, changes nothing)"))
+        else:
+            write(_("  Auditor: auditor (already existed; password unchanged)"))
         write(
-            _("  Connection %(name)s: role %(sales)s sees the whole database, role %(support)s only %(tables)s.")
-            % {
-                "name": DEMO_CONNECTION,
-                "sales": SALES_ROLE,
-                "support": SUPPORT_ROLE,
-                "tables": ", ".join(SUPPORT_TABLES),
-            }
+            localized_particles(
+                _("  Connection %(name)s: role %(sales)s sees the whole database, role %(support)s only %(tables)s.")
+                % {
+                    "name": DEMO_CONNECTION,
+                    "sales": SALES_ROLE,
+                    "support": SUPPORT_ROLE,
+                    "tables": ", ".join(SUPPORT_TABLES),
+                }
+            )
         )
         if analysed is not None:
             write(_("  Schema analysed: %(count)d columns classified.") % {"count": analysed})
