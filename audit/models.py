@@ -158,6 +158,8 @@ class ResourceKind(models.TextChoices):
     CONNECTOR_TOOL = "connector_tool", _("Connector tool")
     ALWAYS_ALLOW = "always_allow", _("Always-allowed tool")
     SPILL_FILE = "spill_file", _("Spilled result")
+    SHARE_LINK = "share_link", _("Share link")
+    ANSWER_FEEDBACK = "answer_feedback", _("Answer feedback")
 
 
 def resource_kind_label(value: str) -> str:

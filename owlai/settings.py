@@ -51,6 +51,8 @@ INSTALLED_APPS = [
     "governance",
     "chat",
     "audit",
+    "sharing",  # surfaces above chat
+    "feedback",
 ]
 
 MIDDLEWARE = [

@@ -25,4 +25,6 @@ urlpatterns = [
     path("api/schema/redoc/", SpectacularRedocView.as_view(url_name="api-schema"), name="api-redoc"),
     path("", include("accounts.urls")),
     path("", include("chat.urls")),
+    path("", include("sharing.urls")),
+    path("", include("feedback.urls")),
 ]

@@ -1,0 +1,17 @@
+from django.urls import path
+
+from feedback import views
+
+app_name = "feedback"
+
+urlpatterns = [
+    path("api/feedback/tags/", views.feedback_tags, name="tags"),
+    path(
+        "api/conversations/<uuid:conversation_id>/feedback/", views.conversation_feedback, name="conversation-feedback"
+    ),
+    path(
+        "api/conversations/<uuid:conversation_id>/turns/<int:turn_id>/feedback/",
+        views.turn_feedback,
+        name="turn-feedback",
+    ),
+]
