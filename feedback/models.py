@@ -35,6 +35,9 @@ TAGS = {
     "too_masked": _("Too much masked"),
     "other": _("Other"),
 }
+# Offered with a thumbs up / down (either may carry any tag through the API).
+UP_TAGS = ("accurate", "clear", "other")
+DOWN_TAGS = ("wrong", "wrong_data", "incomplete", "unclear", "too_masked", "other")
 
 
 class AnswerFeedback(models.Model):

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from django.contrib.auth.decorators import login_required
+from django.http import JsonResponse
 from django.shortcuts import get_object_or_404
+from django.utils.translation import gettext as _
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
 from rest_framework.decorators import api_view
@@ -11,7 +14,7 @@ from rest_framework.response import Response
 
 from chat import serializers as chat_api
 from chat.models import Conversation
-from feedback.models import COMMENT_MAX_CHARS, TAGS, AnswerFeedback, Rating
+from feedback.models import COMMENT_MAX_CHARS, DOWN_TAGS, TAGS, UP_TAGS, AnswerFeedback, Rating
 from feedback.services import FeedbackRefused, answer_feedback_give
 
 
@@ -76,3 +79,29 @@ def turn_feedback(request: Request, conversation_id, turn_id: int) -> Response:
 @api_view(["GET"])
 def feedback_tags(request: Request) -> Response:
     return Response([{"id": key, "label": str(label)} for key, label in TAGS.items()])
+
+
+@login_required
+def chat_page_text(request):
+    """The chat page's feedback controls: words and tags in the request's
+    language (the page's CSP forbids inline scripts, so its script asks)."""
+    return JsonResponse(
+        {
+            "text": {
+                "up": _("Good answer"),
+                "down": _("Bad answer"),
+                "tags": _("What was it?"),
+                "comment": _("Comment (optional)"),
+                "attach": _("Attach this conversation, masked as the model saw it"),
+                "attachHint": _(
+                    "Administrators can read an attached conversation (their reading is recorded). "
+                    "It goes when you delete the conversation."
+                ),
+                "send": _("Send feedback"),
+                "cancel": _("Cancel"),
+                "thanks": _("Thanks for your feedback."),
+                "failed": _("The feedback could not be sent."),
+            },
+            "tags": {"up": [[k, str(TAGS[k])] for k in UP_TAGS], "down": [[k, str(TAGS[k])] for k in DOWN_TAGS]},
+        }
+    )

@@ -16,6 +16,7 @@ urlpatterns = [
     path("api/shared/<str:key>/reveal/", views.shared_reveal, name="shared-reveal"),
     path("api/shared/<str:key>/fork/", views.shared_fork, name="shared-fork"),
     path("shared/<str:key>/", views.shared_page, name="shared-page"),
+    path("shared-links/page.json", views.chat_page_text, name="page-text"),
     path("shared-links/", views.share_links_page, name="links-page"),
     path("shared-links/<uuid:link_id>/revoke/", views.share_links_page_revoke, name="links-page-revoke"),
 ]

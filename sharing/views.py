@@ -4,11 +4,12 @@ API. Thin: sharing.services and sharing.fork do the work and the audit."""
 from __future__ import annotations
 
 from django.contrib.auth.decorators import login_required
-from django.http import Http404
+from django.http import Http404, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.translation import gettext as _
+from django.utils.translation import ngettext
 from django.views.decorators.http import require_POST
 from drf_spectacular.utils import extend_schema
 from rest_framework import status
@@ -19,8 +20,9 @@ from rest_framework.response import Response
 from chat import serializers as chat_api
 from chat.models import Conversation
 from chat.reveal import REFUSAL_MESSAGES, may_reveal
-from chat.views import CHAT_PAGE_CSP, RevealSerializer
-from governance.models import Tier
+from chat.views import CHAT_PAGE_CSP, RevealSerializer, _page_text
+from governance.models import PiiKindChoice, Tier
+from governance.pii.kinds import TOKEN_LABELS, PiiKind
 from sharing import serializers as api
 from sharing.fork import share_link_fork
 from sharing.models import ShareLink
@@ -166,10 +168,6 @@ def shared_fork(request: Request, key: str) -> Response:
 
 
 def _page_config(request, key: str) -> dict:
-    from chat.views import _page_text
-    from governance.models import PiiKindChoice
-    from governance.pii.kinds import TOKEN_LABELS, PiiKind
-
     return {
         "text": {
             **_page_text(),
@@ -217,3 +215,33 @@ def share_links_page_revoke(request, link_id):
     link = get_object_or_404(ShareLink, pk=link_id, owner=request.user)
     share_link_revoke(link=link, actor=request.user, request=request)
     return redirect("sharing:links-page")
+
+
+@login_required
+def chat_page_text(request):
+    """The chat page's share dialog: its words in the request's language
+    (the page's CSP forbids inline scripts, so its script asks for them)."""
+    return JsonResponse(
+        {
+            "text": {
+                "share": _("Share"),
+                "shareHint": _("Share this conversation as a read-only link"),
+                "title": _("Share this conversation"),
+                "explain": _(
+                    "Signed-in members who have the link see the conversation up to the message you choose, "
+                    "with personal data masked. Each of them reveals values only under their own permission."
+                ),
+                "upTo": _("Up to"),
+                "expiresIn": _("Open for"),
+                "days": {str(days): ngettext("%(n)d day", "%(n)d days", days) % {"n": days} for days in EXPIRY_DAYS},
+                "create": _("Create link"),
+                "copy": _("Copy link"),
+                "copied": _("Copied"),
+                "close": _("Close"),
+                "manage": _("My shared links"),
+                "nothing": _("There is nothing to share yet: a link shows answered messages."),
+            },
+            "expiryDays": list(EXPIRY_DAYS),
+            "linksPageUrl": reverse("sharing:links-page"),
+        }
+    )

@@ -42,6 +42,17 @@
   const approvalErrors = {}; // approval id -> why the server refused the answer
   const answers = {}; // turn id -> answer element
 
+  // --- hooks for the surfaces above chat (sharing, feedback) ------------------
+  // Their scripts listen on `document`; this page knows nothing else of them.
+  function emitHook(name, detail) {
+    document.dispatchEvent(new CustomEvent(name, { detail }));
+  }
+  function answerRendered(turnId, status) {
+    const element = answers[turnId];
+    if (element) emitHook("owlai:answer-rendered", { conversationId: conversation && conversation.id, turnId: Number(turnId), element, status });
+  }
+  // --- end of hooks -------------------------------------------------------------
+
   // --- helpers ---------------------------------------------------------------
 
   function el(tag, className, text) {
@@ -563,6 +574,7 @@
       else if (m.role === "status") addStatus(m.turn_id, m.status, m.content);
     }
     for (const turnId of Object.keys(answers)) closeApprovals(turnId); // these turns have ended
+    for (const turnId of Object.keys(answers)) answerRendered(turnId, "ended"); // hook
   }
 
   function showState(st) {
@@ -712,6 +724,7 @@
         closeApprovals(id);
         if (ev.status === "cancelled") addStatus(id, "cancelled");
         setWorking(id, false);
+        answerRendered(id, ev.status); // hook
         if (activeTurn === id || activeTurn === null) setBusy(false, null);
         if (stateShown) {
           loadConversations();
@@ -855,6 +868,7 @@
 
   async function open(c, { keepComposer = false } = {}) {
     conversation = c;
+    emitHook("owlai:conversation-opened", { conversationId: c.id }); // hook
     history.replaceState(null, "", "#" + c.id);
     disconnect();
     stateShown = false;
@@ -870,6 +884,7 @@
   function newConversation() {
     disconnect();
     conversation = null;
+    emitHook("owlai:conversation-opened", { conversationId: null }); // hook
     pending = null;
     history.replaceState(null, "", location.pathname);
     setBusy(false, null);
