@@ -37,10 +37,12 @@ def answer_with_token(body: dict) -> Reply:
 
 
 def finished(page, count: int = 1) -> None:
+    # Generous: the first turn of a module may wait for the worker on a busy machine.
     page.wait_for_function(
         "n => document.querySelectorAll('.row.assistant').length >= n"
         " && !document.querySelector('.working') && !document.querySelector('#send.stop')",
         arg=count,
+        timeout=60_000,
     )
 
 

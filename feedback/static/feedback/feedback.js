@@ -132,13 +132,34 @@
     comment.focus();
   }
 
+  // Thumb icons as SVG built here (an emoji font is not on every machine).
+  const THUMB = "M2 10h4v11H2zM8 21h9.3a2 2 0 0 0 2-1.6l1.5-7A2 2 0 0 0 18.8 10H14l.8-4.2A2.1 2.1 0 0 0 12.7 3L8 9.5z";
+  function thumbIcon(down) {
+    const ns = "http://www.w3.org/2000/svg";
+    const svg = document.createElementNS(ns, "svg");
+    svg.setAttribute("viewBox", "0 0 24 24");
+    svg.setAttribute("width", "16");
+    svg.setAttribute("height", "16");
+    svg.setAttribute("aria-hidden", "true");
+    if (down) svg.setAttribute("transform", "rotate(180)");
+    const path = document.createElementNS(ns, "path");
+    path.setAttribute("d", THUMB);
+    path.setAttribute("fill", "none");
+    path.setAttribute("stroke", "currentColor");
+    path.setAttribute("stroke-width", "1.8");
+    path.setAttribute("stroke-linejoin", "round");
+    svg.appendChild(path);
+    return svg;
+  }
+
   function addBar(detail) {
     const { conversationId, turnId, element } = detail;
     if (!conversationId || !element || element.querySelector(".feedback-bar")) return;
     const T = config.text;
     const bar = el("div", "feedback-bar");
-    for (const [rating, symbol, label] of [["up", "👍", T.up], ["down", "👎", T.down]]) {
-      const b = el("button", "icon feedback-thumb", symbol);
+    for (const [rating, label] of [["up", T.up], ["down", T.down]]) {
+      const b = el("button", "icon feedback-thumb");
+      b.appendChild(thumbIcon(rating === "down"));
       b.type = "button";
       b.dataset.rating = rating;
       b.title = label;
