@@ -68,7 +68,9 @@ class _Copier:
 
 
 @transaction.atomic
-def share_link_fork(*, key: str, viewer, request=None) -> Conversation:
+def share_link_fork(*, key: str, actor, request=None) -> Conversation:
+    """`actor`: the viewer, who owns the fork."""
+    viewer = actor
     link: ShareLink = share_link_open(key=key, viewer=viewer)
     source = link.conversation
     turns = snapshot_turns(conversation=source, up_to_turn_id=link.up_to_turn_id)

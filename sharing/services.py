@@ -123,9 +123,10 @@ def shared_items(*, link: ShareLink) -> list[dict]:
 
 
 @transaction.atomic
-def shared_token_reveal(*, link: ShareLink, viewer, token: str, request=None) -> RevealResult:
-    """A viewer reveals a token of the snapshot under the viewer's own
-    permission (the owner's does not travel with the link)."""
+def shared_token_reveal(*, link: ShareLink, token: str, actor, request=None) -> RevealResult:
+    """A viewer (`actor`) reveals a token of the snapshot under the viewer's
+    own permission (the owner's does not travel with the link)."""
+    viewer = actor
     parsed = parse_token(token.strip())
     kind = parsed[0] if parsed else ""
     if not may_open_links(viewer) or not may_reveal(user=viewer):

@@ -143,7 +143,7 @@ def shared_reveal(request: Request, key: str) -> Response:
     serializer = RevealSerializer(data=request.data)
     serializer.is_valid(raise_exception=True)
     token = serializer.validated_data["token"]
-    result = shared_token_reveal(link=link, viewer=request.user, token=token, request=request)
+    result = shared_token_reveal(link=link, token=token, actor=request.user, request=request)
     if not result.allowed:
         return Response({"detail": result.message}, status=status.HTTP_403_FORBIDDEN)
     return Response({"token": token, "original": result.original})
@@ -157,7 +157,7 @@ def shared_reveal(request: Request, key: str) -> Response:
 @api_view(["POST"])
 def shared_fork(request: Request, key: str) -> Response:
     _open_or_404(key, request.user)
-    fork = share_link_fork(key=key, viewer=request.user, request=request)
+    fork = share_link_fork(key=key, actor=request.user, request=request)
     return Response(
         {"conversation": str(fork.pk), "url": reverse("chat:page") + "#" + str(fork.pk)},
         status=status.HTTP_201_CREATED,
@@ -193,10 +193,12 @@ def _page_config(request, key: str) -> dict:
 
 @login_required
 def shared_page(request, key: str):
-    link = _open_or_404(key, request.user)
-    response = render(
-        request, "sharing/shared.html", {"config": _page_config(request, key), "owner": link.owner.get_username()}
-    )
+    try:
+        share_link_open(key=key, viewer=request.user)
+    except ShareLinkUnavailable:
+        response = render(request, "sharing/gone.html", status=404)
+    else:
+        response = render(request, "sharing/shared.html", {"config": _page_config(request, key)})
     response["Content-Security-Policy"] = CHAT_PAGE_CSP
     return response
 

@@ -123,7 +123,8 @@ def test_share_open_reveal_by_own_permission_then_revoke(chat_env, pages, bob):
     owner.click(f"tr[data-link='{link.pk}'] button[type=submit]")
     owner.wait_for_selector(f"tr[data-link='{link.pk}'].link-revoked")
     gone = viewer.goto(url)
-    assert gone.status == 404
+    assert gone.status == 404 and viewer.locator("#shared-gone").is_visible()
+    assert viewer.locator(".row.assistant").count() == 0
     assert ShareLink.objects.get().revoked_at is not None
 
 

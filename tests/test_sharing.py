@@ -221,7 +221,7 @@ def test_a_deactivated_viewer_cannot_use_a_link(world):
     with pytest.raises(ShareLinkUnavailable):
         share_link_open(key=key, viewer=world.rita)
     link_row = ShareLink.objects.get(pk=link["id"])
-    assert shared_token_reveal(link=link_row, viewer=world.rita, token="[전화번호-1]").allowed is False
+    assert shared_token_reveal(link=link_row, token="[전화번호-1]", actor=world.rita).allowed is False
     assert not AuditEvent.objects.filter(kind=EventKind.PII_REVEAL).exists()
 
 
@@ -249,7 +249,7 @@ def test_the_fork_holds_only_the_originals_the_snapshot_shows_numbered_anew(worl
 
     # Up to turn 1 only: phones 1-2; turn 2's phone is not copied.
     link = ShareLink.objects.get(pk=share(world)["id"])
-    fork = share_link_fork(key=link.key, viewer=world.rita)
+    fork = share_link_fork(key=link.key, actor=world.rita)
     vault = DbVault(fork.pk)
     assert VaultEntry.objects.filter(conversation=fork).count() == 2
     assert {vault.original_for("phone", 1), vault.original_for("phone", 2)} == set(PHONES[:2])
@@ -297,3 +297,26 @@ def test_my_shared_links_page_lists_and_revokes(world):
     assert as_user(world.viewer).post(f"/shared-links/{link['id']}/revoke/").status_code == 404
     assert world.client.post(f"/shared-links/{link['id']}/revoke/").status_code == 302
     assert ShareLink.objects.get(pk=link["id"]).revoked_at is not None
+
+
+@pytest.mark.django_db(transaction=False)
+def test_share_and_feedback_endpoints_are_in_the_openapi_schema_with_token_auth():
+    from drf_spectacular.generators import SchemaGenerator
+
+    paths = SchemaGenerator().get_schema(request=None, public=True)["paths"]
+    expected = {
+        "/api/conversations/{conversation_id}/share-links/": {"get", "post"},
+        "/api/share-links/": {"get"},
+        "/api/share-links/{link_id}/": {"delete"},
+        "/api/shared/{key}/": {"get"},
+        "/api/shared/{key}/reveal/": {"post"},
+        "/api/shared/{key}/fork/": {"post"},
+        "/api/conversations/{conversation_id}/feedback/": {"get"},
+        "/api/conversations/{conversation_id}/turns/{turn_id}/feedback/": {"put"},
+        "/api/feedback/tags/": {"get"},
+    }
+    for path, methods in expected.items():
+        assert set(paths[path]) == methods, path
+        for method in methods:
+            assert {"apiToken": []} in paths[path][method]["security"], (path, method)
+            assert {"cookieAuth": []} in paths[path][method]["security"], (path, method)

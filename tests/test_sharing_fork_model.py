@@ -54,7 +54,7 @@ def test_the_fork_sends_tokens_and_never_an_original_to_the_model(settings, fake
     assert all(p in json.dumps(fake.requests, ensure_ascii=False) for p in PHONES[:1])  # the typed one went out
 
     link = share_link_create(conversation=conversation, actor=owner)
-    fork = share_link_fork(key=link.key, viewer=viewer)
+    fork = share_link_fork(key=link.key, actor=viewer)
     fake.script = [text("계속합니다.")]
     turn = turn_start(conversation=fork, user=viewer, text="[전화번호-2] 고객의 주문은?", model=None)
     turn_run(turn_id=turn.pk)
