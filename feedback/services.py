@@ -34,9 +34,7 @@ def answer_feedback_give(
     """One feedback per person and answer: giving it again changes it."""
     if conversation.owner_id != actor.pk or conversation.deleted_at is not None:
         raise FeedbackRefused(_("Only the owner can rate the answers of this conversation."))
-    turn = (
-        Turn.objects.filter(conversation=conversation, pk=turn_id).exclude(status__in=ACTIVE_TURN_STATUSES).first()
-    )
+    turn = Turn.objects.filter(conversation=conversation, pk=turn_id).exclude(status__in=ACTIVE_TURN_STATUSES).first()
     if turn is None:
         raise FeedbackRefused(_("That answer is not an ended turn of this conversation."))
     if rating not in Rating.values:

@@ -62,9 +62,7 @@ class ShareLink(models.Model):
 
     @property
     def is_open(self) -> bool:
-        return (
-            self.revoked_at is None and self.expires_at > timezone.now() and self.conversation.deleted_at is None
-        )
+        return self.revoked_at is None and self.expires_at > timezone.now() and self.conversation.deleted_at is None
 
     def status_label(self) -> str:
         if self.revoked_at is not None:

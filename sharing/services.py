@@ -75,7 +75,11 @@ def share_link_create(
         resource_id=link.pk,
         owner_id=actor.pk,
         owner_username=actor.get_username(),
-        details={"conversation": str(conversation.pk), "up_to_turn": turn.pk, "expires_at": link.expires_at.isoformat()},
+        details={
+            "conversation": str(conversation.pk),
+            "up_to_turn": turn.pk,
+            "expires_at": link.expires_at.isoformat(),
+        },
     )
     return link
 

@@ -38,7 +38,9 @@ def snapshot_items(*, conversation, up_to_turn_id: int) -> list[dict]:
     for item in items:
         if item.get("turn_id") not in shown:
             continue
-        out.append({k: (mask_known_any(v, known) if k in TEXT_FIELDS or k == "approval" else v) for k, v in item.items()})
+        out.append(
+            {k: (mask_known_any(v, known) if k in TEXT_FIELDS or k == "approval" else v) for k, v in item.items()}
+        )
     return out
 
 

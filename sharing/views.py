@@ -174,9 +174,7 @@ def _page_config(request, key: str) -> dict:
             "sharedBy": _("Shared by %(owner)s · read-only"),
             "expires": _("Link open until %(time)s"),
             "fork": _("Continue in a new conversation"),
-            "forkHint": _(
-                "A copy for you on the same tier. The tokens keep their meaning; originals stay masked."
-            ),
+            "forkHint": _("A copy for you on the same tier. The tokens keep their meaning; originals stay masked."),
             "revealNotYours": _(
                 "Revealing uses your own permission, not the permission of the person who shared this."
             ),

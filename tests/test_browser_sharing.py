@@ -173,5 +173,7 @@ def test_feedback_with_comment_and_conversation_then_the_admin_reads_it(chat_env
     shown = admin.locator(".feedback-conversation").inner_text()
     assert "[전화번호-1]" in shown and PHONE not in shown and SQL in shown
     assert "두 번째 고객이 빠졌어요" in admin.locator("body").inner_text()
-    views = list(AuditEvent.objects.filter(kind=EventKind.ADMIN_VIEW, resource_kind=ResourceKind.ANSWER_FEEDBACK).order_by("id"))
+    views = list(
+        AuditEvent.objects.filter(kind=EventKind.ADMIN_VIEW, resource_kind=ResourceKind.ANSWER_FEEDBACK).order_by("id")
+    )
     assert [(v.row_count, v.owner_username) for v in views] == [(1, ""), (None, "alice")]

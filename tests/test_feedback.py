@@ -35,7 +35,10 @@ def as_user(user) -> Client:
 def rated(personas, install_models):
     conversation = conversation_create(owner=personas.staff)
     first = turn_start(
-        conversation=conversation, user=personas.staff, text=f"@sales SELECT name, phone FROM customers -- {PHONE}", model=None
+        conversation=conversation,
+        user=personas.staff,
+        text=f"@sales SELECT name, phone FROM customers -- {PHONE}",
+        model=None,
     )
     turn_run(turn_id=first.pk)
     return conversation, first
@@ -104,7 +107,11 @@ def test_admin_list_and_detail_write_view_events_and_show_the_masked_conversatio
     html = page.content.decode()
     assert page.status_code == 200
     detail = AuditEvent.objects.filter(kind=EventKind.ADMIN_VIEW).order_by("-id").first()
-    assert (detail.owner_id, detail.owner_username, detail.resource_id) == (personas.staff.pk, "staff", str(feedback.pk))
+    assert (detail.owner_id, detail.owner_username, detail.resource_id) == (
+        personas.staff.pk,
+        "staff",
+        str(feedback.pk),
+    )
     assert HOSTILE not in html and "&lt;script&gt;" in html  # the comment, escaped
     # The attached conversation as the model saw it: tokens, never the originals,
     # not even the value the owner typed.

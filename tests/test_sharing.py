@@ -150,7 +150,11 @@ def test_a_viewer_reveals_only_under_their_own_permission_and_the_event_names_bo
     assert refused.status_code == 403 and "role" in refused.json()["detail"]
     assert PHONES[0] not in refused.content.decode()
     event = AuditEvent.objects.get(kind=EventKind.PII_REVEAL_REFUSED)
-    assert (event.actor_username, event.owner_username, event.details["reason"]) == ("outsider", "staff", "not permitted")
+    assert (event.actor_username, event.owner_username, event.details["reason"]) == (
+        "outsider",
+        "staff",
+        "not permitted",
+    )
 
     allowed = reveal(as_user(world.rita), key, "[전화번호-1]")
     assert allowed.status_code == 200 and allowed.json()["original"] == PHONES[0]
@@ -320,3 +324,24 @@ def test_share_and_feedback_endpoints_are_in_the_openapi_schema_with_token_auth(
         for method in methods:
             assert {"apiToken": []} in paths[path][method]["security"], (path, method)
             assert {"cookieAuth": []} in paths[path][method]["security"], (path, method)
+
+
+def test_the_shared_pages_speak_korean_and_english(world):
+    link = share(world)
+    for language, words in (
+        ("ko", ["새 대화로 이어 가기", "내 공유 링크"]),
+        ("en", ["Continue in a new conversation"]),
+    ):
+        client = Client(HTTP_ACCEPT_LANGUAGE=language)
+        client.force_login(world.viewer)
+        html = client.get(link["url"]).content.decode()
+        assert all(w in html for w in words), language
+        config = client.get("/shared-links/page.json").json()["text"]
+        assert config["share"] == ("공유" if language == "ko" else "Share")
+        assert client.get("/feedback/page.json").json()["text"]["send"] == (
+            "피드백 보내기" if language == "ko" else "Send feedback"
+        )
+        gone = client.get("/shared/nope/")
+        assert gone.status_code == 404 and ("공유한 사람에게" if language == "ko" else "Ask the person") in (
+            gone.content.decode()
+        )
