@@ -42,7 +42,7 @@ class AnswerFeedbackAdmin(AuditedViewsMixin, PickerFiltersMixin, admin.ModelAdmi
         "rating",
         "tag_labels",
         "comment",
-        "conversation_id",
+        "conversation_ref",
         "turn_ref",
         "conversation_shown",
     )
@@ -62,6 +62,10 @@ class AnswerFeedbackAdmin(AuditedViewsMixin, PickerFiltersMixin, admin.ModelAdmi
 
     def has_delete_permission(self, request, obj=None) -> bool:
         return False
+
+    @admin.display(description=gettext_lazy("conversation"))
+    def conversation_ref(self, obj: AnswerFeedback) -> str:
+        return str(obj.conversation_id or "")
 
     @admin.display(description=gettext_lazy("tags"))
     def tag_labels(self, obj: AnswerFeedback) -> str:

@@ -46,14 +46,22 @@ class ShareLinkAdmin(AuditedViewsMixin, PickerFiltersMixin, admin.ModelAdmin):
     audit_resource_kind = ResourceKind.SHARE_LINK
     audit_owner_field = "owner_id"
     audit_owner_name_field = "owner__username"
-    list_display = ("id", "owner", "conversation_id", "up_to_turn_id", "created_at", "expires_at", "state")
+    list_display = ("id", "owner", "conversation_ref", "turn_ref", "created_at", "expires_at", "state")
     list_filter = (OwnerFilter, StateFilter)
-    fields = ("id", "owner", "conversation_id", "up_to_turn_id", "created_at", "expires_at", "revoked_at", "state")
+    fields = ("id", "owner", "conversation_ref", "turn_ref", "created_at", "expires_at", "revoked_at", "state")
     readonly_fields = fields
     list_select_related = ("owner", "conversation")
     show_full_result_count = False
     show_facets = admin.ShowFacets.NEVER
     actions = ["revoke_selected"]
+
+    @admin.display(description=gettext_lazy("conversation"))
+    def conversation_ref(self, obj: ShareLink) -> str:
+        return str(obj.conversation_id)
+
+    @admin.display(description=gettext_lazy("up to turn"))
+    def turn_ref(self, obj: ShareLink) -> int:
+        return obj.up_to_turn_id
 
     @admin.display(description=gettext_lazy("state"))
     def state(self, obj: ShareLink) -> str:
