@@ -159,6 +159,8 @@ class ResourceKind(models.TextChoices):
     ALWAYS_ALLOW = "always_allow", _("Always-allowed tool")
     SPILL_FILE = "spill_file", _("Spilled result")
     API_TOKEN = "api_token", _("API token")
+    SHARE_LINK = "share_link", _("Share link")
+    ANSWER_FEEDBACK = "answer_feedback", _("Answer feedback")
 
 
 def resource_kind_label(value: str) -> str:

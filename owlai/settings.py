@@ -52,6 +52,8 @@ INSTALLED_APPS = [
     "chat",
     "audit",
     "agentapi",
+    "sharing",  # surfaces above chat
+    "feedback",
 ]
 
 MIDDLEWARE = [

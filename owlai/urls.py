@@ -26,6 +26,8 @@ urlpatterns = [
     path("", include("accounts.urls")),
     path("", include("chat.urls")),
     path("", include("agentapi.urls")),
+    path("", include("sharing.urls")),
+    path("", include("feedback.urls")),
 ]
 
 # The 500 page rendered with the request (language, switcher): accounts.views.

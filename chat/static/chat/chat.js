@@ -42,6 +42,21 @@
   const approvalErrors = {}; // approval id -> why the server refused the answer
   const answers = {}; // turn id -> answer element
 
+  // --- hooks for the surfaces above chat (sharing, feedback) ------------------
+  // Their scripts listen on `document`; this page knows nothing else of them.
+  // "owlai:conversation-opened" {conversationId} when a conversation (or a
+  // new one: null) is opened; "owlai:answer-rendered" {conversationId,
+  // turnId, element, status} when an answer is shown complete (live, or from
+  // the stored conversation).
+  function emitHook(name, detail) {
+    document.dispatchEvent(new CustomEvent(name, { detail }));
+  }
+  function answerRendered(turnId, status) {
+    const element = answers[turnId];
+    if (element) emitHook("owlai:answer-rendered", { conversationId: conversation && conversation.id, turnId: Number(turnId), element, status });
+  }
+  // --- end of hooks -------------------------------------------------------------
+
   // --- helpers ---------------------------------------------------------------
 
   function el(tag, className, text) {
@@ -364,15 +379,6 @@
     const stamp = OwlUI.timeElement(at);
     if (old) old.replaceWith(stamp);
     else meta.appendChild(stamp);
-  }
-
-  // --- hooks for other apps of the page: DOM events on the answer's row ----------------
-  // "owlai:answer-rendered" when an answer is shown complete (live or from
-  // the stored conversation), "owlai:conversation-opened" once a
-  // conversation's log is shown; detail {conversationId, turnId, element}.
-  function emitHook(name, turnId, element) {
-    const detail = { conversationId: conversation ? conversation.id : null, turnId, element };
-    element.dispatchEvent(new CustomEvent(name, { detail, bubbles: true }));
   }
 
   /* The answer of one turn: a header (model · tier), then its texts and tool
@@ -712,7 +718,7 @@
       else if (m.role === "status") addStatus(m.turn_id, m.status, m.content);
     }
     for (const turnId of Object.keys(answers)) closeApprovals(turnId); // these turns have ended
-    for (const [turnId, node] of Object.entries(answers)) emitHook("owlai:answer-rendered", Number(turnId), node);
+    for (const turnId of Object.keys(answers)) answerRendered(turnId, "ended"); // hook
   }
 
   function showState(st) {
@@ -737,7 +743,6 @@
     markLatest();
     stick = true;
     follow();
-    if (!stateShown) emitHook("owlai:conversation-opened", st.turn ? st.turn.turn_id : null, log);
     if (stateShown) {
       loadConversations();
       loadModels();
@@ -870,7 +875,7 @@
         setWorking(id, false);
         setAnswerTime(id, null); // now; a replayed state sets the stored time after
         markLatest();
-        emitHook("owlai:answer-rendered", id, answer(id));
+        answerRendered(id, ev.status); // hook
         if (activeTurn === id || activeTurn === null) setBusy(false, null);
         if (stateShown) {
           loadConversations();
@@ -1021,6 +1026,7 @@
    * otherwise opening it adds a history entry, so Back returns here. */
   async function open(c, { keepComposer = false, fromUrl = false } = {}) {
     conversation = c;
+    emitHook("owlai:conversation-opened", { conversationId: c.id }); // hook
     if (!fromUrl && location.hash !== "#" + c.id) history.pushState(null, "", "#" + c.id);
     showExport(c);
     disconnect();
@@ -1037,6 +1043,7 @@
   function newConversation({ fromUrl = false } = {}) {
     disconnect();
     conversation = null;
+    emitHook("owlai:conversation-opened", { conversationId: null }); // hook
     pending = null;
     if (!fromUrl && location.hash) history.pushState(null, "", location.pathname + location.search);
     showExport(null);

@@ -1,0 +1,11 @@
+from django.apps import AppConfig
+from django.utils.translation import gettext_lazy as _
+
+
+class FeedbackConfig(AppConfig):
+    name = "feedback"
+    verbose_name = _("Answer feedback")
+    default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        from feedback import event_types  # noqa: F401

@@ -1,0 +1,62 @@
+"""What a shared link shows: the conversation's ended turns up to the
+link's turn, as the owner's page shows them (chat.turns.timeline), with every
+value the conversation's vault knows shown as its token.
+
+The owner's own messages are not masked in the owner's chat (what a person
+types is theirs to give the model), but a viewer is somebody else: a value
+the owner typed that the vault also holds is shown as its token here too.
+"""
+
+from __future__ import annotations
+
+from chat.models import ACTIVE_TURN_STATUSES, Turn
+from chat.turns.timeline import conversation_timeline
+from chat.vault import DbVault
+from governance.pii.masking import mask_known_any, tokens_in
+
+# The timeline fields that carry text somebody or something wrote.
+TEXT_FIELDS = ("content", "sql", "query", "result", "reason")
+
+
+def snapshot_turns(*, conversation, up_to_turn_id: int) -> list[Turn]:
+    """The conversation's turns up to and including `up_to_turn_id`, ended ones only."""
+    return list(
+        Turn.objects.filter(conversation=conversation, pk__lte=up_to_turn_id)
+        .exclude(status__in=ACTIVE_TURN_STATUSES)
+        .order_by("created_at", "id")
+    )
+
+
+def snapshot_items(*, conversation, up_to_turn_id: int) -> list[dict]:
+    turns = snapshot_turns(conversation=conversation, up_to_turn_id=up_to_turn_id)
+    shown = {turn.pk for turn in turns}
+    if not shown:
+        return []
+    items = conversation_timeline(conversation=conversation, turns=turns)
+    known = DbVault(conversation.pk).known_values()
+    out = []
+    for item in items:
+        if item.get("turn_id") not in shown:
+            continue
+        out.append(
+            {k: (mask_known_any(v, known) if k in TEXT_FIELDS or k == "approval" else v) for k, v in item.items()}
+        )
+    return out
+
+
+def tokens_of(items: list[dict]) -> set[tuple[str, int]]:
+    """(kind, number) of every token the snapshot shows."""
+    found: set[tuple[str, int]] = set()
+
+    def walk(value) -> None:
+        if isinstance(value, str):
+            found.update((kind, number) for kind, number, _start, _end in tokens_in(value))
+        elif isinstance(value, dict):
+            for v in value.values():
+                walk(v)
+        elif isinstance(value, list):
+            for v in value:
+                walk(v)
+
+    walk(items)
+    return found
