@@ -158,6 +158,10 @@ class ResourceKind(models.TextChoices):
     CONNECTOR_TOOL = "connector_tool", _("Connector tool")
     ALWAYS_ALLOW = "always_allow", _("Always-allowed tool")
     SPILL_FILE = "spill_file", _("Spilled result")
+    PLAYBOOK = "playbook", _("Playbook")
+    PLAYBOOK_RUN = "playbook_run", _("Playbook run")
+    PLAYBOOK_PRE_APPROVAL = "playbook_pre_approval", _("Playbook pre-approval")
+    PLAYBOOK_SCHEDULE = "playbook_schedule", _("Playbook schedule")
 
 
 def resource_kind_label(value: str) -> str:
