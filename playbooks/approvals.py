@@ -67,7 +67,8 @@ def pre_approval_grant(*, playbook: Playbook, connector_tool: ConnectorTool, exp
     if tool.pk not in visible:
         raise PlaybookError(_("No such tool."))
     now = timezone.now()
-    for older in PreApproval.objects.filter(playbook=playbook, connector_tool=tool, revoked_at__isnull=True):
+    live = PreApproval.objects.filter(playbook=playbook, connector_tool=tool, revoked_at__isnull=True, expires_at__gt=now)
+    for older in live:
         older.revoked_at, older.revoked_by = now, actor
         older.save(update_fields=["revoked_at", "revoked_by"])
         _event(events.PRE_APPROVAL_REVOKED, older, actor, request, replaced=True)

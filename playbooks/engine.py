@@ -16,9 +16,12 @@ from __future__ import annotations
 import logging
 import threading
 
+from django.conf import settings
 from django.db import transaction
-from django.utils import timezone
+from django.utils import timezone, translation
 from django.utils.translation import gettext as _
+
+from accounts.language import language_from, user_language
 
 from audit.events import audit_event_write
 from audit.models import ResourceKind
@@ -70,22 +73,29 @@ def advance(run_id: int) -> int | None:
         run = PlaybookRun.objects.select_for_update().select_related("playbook", "actor").filter(pk=run_id).first()
         if run is None or run.status not in ACTIVE_RUN_STATUSES:
             return None
-        node_run = NodeRun.objects.filter(run=run, index=run.current_node).first()
-        if node_run is not None:
-            moved = _settle_node(run, node_run)
-            if not moved:
-                return None
-        if run.current_node >= len(run.nodes):
-            _end(run, RunStatus.COMPLETED)
+        # What the run records (its reasons) is in its person's language, as its turns are.
+        language = language_from(stored=user_language(user=run.actor), fallback=settings.LANGUAGE_CODE)
+        with translation.override(language):
+            return _advance(run)
+
+
+def _advance(run: PlaybookRun) -> int | None:
+    node_run = NodeRun.objects.filter(run=run, index=run.current_node).first()
+    if node_run is not None:
+        moved = _settle_node(run, node_run)
+        if not moved:
             return None
-        refusal = _refusal(run)
-        if refusal:
-            _refuse(run, refusal)
-            return None
-        turn = _start_node(run)
-        run.status = RunStatus.RUNNING
-        run.save(update_fields=["status"])
-        return turn.pk
+    if run.current_node >= len(run.nodes):
+        _end(run, RunStatus.COMPLETED)
+        return None
+    refusal = _refusal(run)
+    if refusal:
+        _refuse(run, refusal)
+        return None
+    turn = _start_node(run)
+    run.status = RunStatus.RUNNING
+    run.save(update_fields=["status"])
+    return turn.pk
 
 
 def _settle_node(run: PlaybookRun, node_run: NodeRun) -> bool:
