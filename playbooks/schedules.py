@@ -148,12 +148,18 @@ def next_run(schedule: PlaybookSchedule):
     if task is None or not schedule.enabled:
         return None
     now = timezone.now()
+    zone = _zone(schedule.timezone)
     try:
-        remaining = task.schedule.remaining_estimate(task.last_run_at or now)
+        # In the schedule's zone: celery's crontab counts days and hours in
+        # the zone of the time it is given.
+        remaining = task.schedule.remaining_estimate((task.last_run_at or now).astimezone(zone))
     except Exception:
         logger.exception("schedule %s: next run unknown", schedule.pk)
         return None
-    return (now + max(remaining, timedelta(0))).astimezone(_zone(schedule.timezone))
+    upcoming = now + max(remaining, timedelta(0))
+    # Celery measured from its own "now", a moment after ours: to the nearest second.
+    upcoming = upcoming.replace(microsecond=0) + timedelta(seconds=1 if upcoming.microsecond >= 500_000 else 0)
+    return upcoming.astimezone(zone)
 
 
 def _due(schedule: PlaybookSchedule, task: PeriodicTask) -> bool:
@@ -172,7 +178,7 @@ def schedule_fire(*, schedule_id: int):
 
     with transaction.atomic():
         schedule = (
-            PlaybookSchedule.objects.select_for_update()
+            PlaybookSchedule.objects.select_for_update(of=("self",))
             .select_related("playbook__owner", "periodic_task")
             .filter(pk=schedule_id)
             .first()
