@@ -1,9 +1,10 @@
 from django.apps import AppConfig
+from django.utils.translation import gettext_lazy as _
 
 
 class PlaybooksConfig(AppConfig):
     name = "playbooks"
-    verbose_name = "Playbooks"
+    verbose_name = _("Playbooks")
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:

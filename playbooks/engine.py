@@ -39,7 +39,7 @@ _driving = threading.local()
 
 
 def run_id_of(origin_ref: str) -> int | None:
-    prefix = "playbook-run:"
+    prefix = "playbook_run:"
     if not origin_ref.startswith(prefix) or not origin_ref[len(prefix) :].isdigit():
         return None
     return int(origin_ref[len(prefix) :])

@@ -115,8 +115,9 @@ class PlaybookRun(models.Model):
 
     @property
     def reference(self) -> str:
-        """The run's reference on every audit row it writes (origin_ref)."""
-        return f"playbook-run:{self.pk}"
+        """The run's reference on every audit row it writes (origin_ref):
+        `<resource kind>:<id>`, which the audit screens link to its page."""
+        return f"playbook_run:{self.pk}"
 
 
 class NodeRun(models.Model):
