@@ -25,4 +25,5 @@ urlpatterns = [
     path("api/schema/redoc/", SpectacularRedocView.as_view(url_name="api-schema"), name="api-redoc"),
     path("", include("accounts.urls")),
     path("", include("chat.urls")),
+    path("", include("playbooks.urls")),
 ]

@@ -14,7 +14,6 @@ from django.contrib import admin, messages
 from django.utils.html import format_html, format_html_join
 from django.utils.translation import gettext_lazy as _
 
-from audit.actors import actor_from_request
 from audit.admin_views import AuditedViewsMixin
 from audit.governed import GovernedAdminMixin, register_governed
 from audit.models import ResourceKind
@@ -39,7 +38,13 @@ def _hide_beat_admin() -> None:
     records it); beat's own tables are not a second way to change them."""
     from django_celery_beat import models as beat
 
-    for model in (beat.PeriodicTask, beat.ClockedSchedule, beat.CrontabSchedule, beat.SolarSchedule, beat.IntervalSchedule):
+    for model in (
+        beat.PeriodicTask,
+        beat.ClockedSchedule,
+        beat.CrontabSchedule,
+        beat.SolarSchedule,
+        beat.IntervalSchedule,
+    ):
         if admin.site.is_registered(model):
             admin.site.unregister(model)
 

@@ -67,7 +67,9 @@ def pre_approval_grant(*, playbook: Playbook, connector_tool: ConnectorTool, exp
     if tool.pk not in visible:
         raise PlaybookError(_("No such tool."))
     now = timezone.now()
-    live = PreApproval.objects.filter(playbook=playbook, connector_tool=tool, revoked_at__isnull=True, expires_at__gt=now)
+    live = PreApproval.objects.filter(
+        playbook=playbook, connector_tool=tool, revoked_at__isnull=True, expires_at__gt=now
+    )
     for older in live:
         older.revoked_at, older.revoked_by = now, actor
         older.save(update_fields=["revoked_at", "revoked_by"])

@@ -22,7 +22,6 @@ from django.utils import timezone, translation
 from django.utils.translation import gettext as _
 
 from accounts.language import language_from, user_language
-
 from audit.events import audit_event_write
 from audit.models import ResourceKind
 from chat.models import Message, MessageRole, Turn, TurnEvent, TurnStatus

@@ -163,7 +163,7 @@ def playbook_delete(*, playbook: Playbook, actor, request=None) -> None:
 
 
 def playbook_from_turn(*, turn: Turn, actor, name: str = "", request=None) -> Playbook:
-    """"Save as playbook": the turn's question becomes an agent step, the
+    """ "Save as playbook": the turn's question becomes an agent step, the
     playbook takes the conversation's tier and the model the turn ran on."""
     turn = Turn.objects.select_related("conversation").filter(pk=turn.pk).first()
     if turn is None or actor is None or turn.conversation.owner_id != actor.pk:
@@ -181,10 +181,7 @@ def playbook_from_turn(*, turn: Turn, actor, name: str = "", request=None) -> Pl
     )
     if model is None or model.provider.tier != tier or not model.usable:
         model = (
-            LlmModel.objects.select_related("provider")
-            .filter(provider__tier=tier, enabled=True)
-            .order_by("id")
-            .first()
+            LlmModel.objects.select_related("provider").filter(provider__tier=tier, enabled=True).order_by("id").first()
         )
     # A `$` in the question is a dollar sign, not a placeholder.
     prompt = question.content.strip().replace("$", "$$")

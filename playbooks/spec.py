@@ -42,7 +42,7 @@ def check_parameters(parameters: Any) -> list[dict]:
         name = str(item.get("name") or "")
         if not _NAME.match(name) or name in seen:
             raise SpecError(
-                _("Parameter name \"%(name)s\" must be unique, lower-case letters, digits and _.") % {"name": name}
+                _('Parameter name "%(name)s" must be unique, lower-case letters, digits and _.') % {"name": name}
             )
         seen.add(name)
         kind = item.get("kind", "text")

@@ -53,9 +53,7 @@ def test_the_run_list_writes_one_event_per_request(personas, install_models, adm
     assert event.actor_id == personas.admin.pk
 
 
-def test_a_run_detail_writes_one_event_with_its_person_and_shows_masked_outputs(
-    personas, install_models, admin_client
-):
+def test_a_run_detail_writes_one_event_with_its_person_and_shows_masked_outputs(personas, install_models, admin_client):
     run = a_run(personas.staff, install_models)
     response = admin_client.get(reverse("admin:playbooks_playbookrun_change", args=[run.pk]))
     assert response.status_code == 200
@@ -81,9 +79,12 @@ def test_sql_history_filters_by_origin_and_links_to_the_run(personas, install_mo
     run = a_run(personas.staff, install_models)
     listed = admin_client.get(reverse("admin:audit_sqlexecution_changelist"), {"origin__exact": "playbook"})
     assert listed.status_code == 200 and listed.context["cl"].result_count >= 1
-    assert admin_client.get(
-        reverse("admin:audit_sqlexecution_changelist"), {"origin__exact": "chat"}
-    ).context["cl"].result_count == 0
+    assert (
+        admin_client.get(reverse("admin:audit_sqlexecution_changelist"), {"origin__exact": "chat"})
+        .context["cl"]
+        .result_count
+        == 0
+    )
     row = ToolCallAudit.objects.filter(origin_ref=run.reference).first()
     detail = admin_client.get(reverse("admin:audit_toolcallaudit_change", args=[row.pk])).content.decode()
     assert reverse("admin:playbooks_playbookrun_change", args=[run.pk]) in detail

@@ -213,7 +213,9 @@ def test_save_as_playbook_carries_the_question_and_the_tier(personas, install_mo
     from chat.turns.start import turn_start
 
     conversation = conversation_create(owner=personas.staff)
-    turn = turn_start(conversation=conversation, user=personas.staff, text="@sales SELECT name FROM customers", model=None)
+    turn = turn_start(
+        conversation=conversation, user=personas.staff, text="@sales SELECT name FROM customers", model=None
+    )
     turn_run(turn_id=turn.pk)
     with pytest.raises(PlaybookError):
         services.playbook_from_turn(turn=turn, actor=personas.outsider)
