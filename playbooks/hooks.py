@@ -26,7 +26,10 @@ def connect() -> None:
     from chat.approvals import register_standing_approvals
     from chat.turns import origins
     from chat.turns.lifecycle import run_ended
+    from governance.management.commands.seed_demo import demo_seeded
     from playbooks.approvals import standing
+    from playbooks.demo import seed_demo_playbook
 
     run_ended.connect(_node_ended, dispatch_uid="playbooks.node_ended")
+    demo_seeded.connect(seed_demo_playbook, dispatch_uid="playbooks.demo")
     register_standing_approvals(origins.PLAYBOOK.name, standing)
