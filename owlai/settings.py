@@ -270,6 +270,10 @@ CELERY_BEAT_SCHEDULE = {
         "options": {"expires": env.float("OWLAI_APPROVAL_SWEEP_SECONDS", default=10.0)},
     },
 }
+# Notices to people (a playbook run that waits for their approval or failed):
+# printed by default (the embedded profile); an SMTP backend in production.
+EMAIL_BACKEND = env.str("EMAIL_BACKEND", default="django.core.mail.backends.console.EmailBackend")
+DEFAULT_FROM_EMAIL = env.str("DEFAULT_FROM_EMAIL", default="owlai@localhost")
 OWLAI_PLAYBOOK_SWEEP_SECONDS = env.float("OWLAI_PLAYBOOK_SWEEP_SECONDS", default=60.0)
 # Beat reads its schedule from the database (django-celery-beat): the static
 # entries above are synced into it, playbook schedules are rows of it.

@@ -72,3 +72,17 @@ class RunSerializer(serializers.Serializer):
     created_at = serializers.DateTimeField()
     finished_at = serializers.DateTimeField(allow_null=True)
     nodes = NodeRunSerializer(many=True)
+
+
+class NoticeSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    run = serializers.IntegerField()
+    playbook = serializers.CharField()
+    kind = serializers.ChoiceField(choices=["waiting_approval", "failed"])
+    created_at = serializers.DateTimeField()
+    read = serializers.BooleanField()
+
+
+class NoticesSerializer(serializers.Serializer):
+    unread = serializers.IntegerField(help_text="the badge: notices not yet read")
+    notices = NoticeSerializer(many=True)

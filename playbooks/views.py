@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from django.db.models import Q
 from django.shortcuts import get_object_or_404
+from django.utils import timezone
 from drf_spectacular.utils import extend_schema
 from rest_framework import status
 from rest_framework.decorators import api_view
@@ -15,7 +16,7 @@ from rest_framework.response import Response
 from chat.models import Turn
 from governance.models import LlmModel
 from playbooks import serializers as api
-from playbooks.models import NodeRun, Playbook, PlaybookRun
+from playbooks.models import NodeRun, Notification, Playbook, PlaybookRun
 from playbooks.runs import playbook_run_rerun, playbook_run_start, playbook_run_stop
 from playbooks.services import PlaybookError, playbook_create, playbook_from_turn, playbook_update
 
@@ -221,3 +222,32 @@ def run_rerun(request: Request, run_id: int) -> Response:
     except PlaybookError as exc:
         return _refused(exc)
     return Response(_run_json(PlaybookRun.objects.select_related("actor").get(pk=again.pk)), status=201)
+
+
+@extend_schema(
+    methods=["GET"], responses=api.NoticesSerializer, summary="The requester's playbook notices and the unread count"
+)
+@extend_schema(methods=["POST"], request=None, responses=api.NoticesSerializer, summary="Mark every notice read")
+@api_view(["GET", "POST"])
+def notices(request: Request) -> Response:
+    """Runs that wait for the requester's approval or failed (playbooks.notices)."""
+    mine = Notification.objects.filter(user=request.user)
+    if request.method == "POST":
+        mine.filter(read_at__isnull=True).update(read_at=timezone.now())
+    items = mine.select_related("run__playbook")[:50]
+    return Response(
+        {
+            "unread": mine.filter(read_at__isnull=True).count(),
+            "notices": [
+                {
+                    "id": n.pk,
+                    "run": n.run_id,
+                    "playbook": n.run.playbook.name,
+                    "kind": n.kind,
+                    "created_at": n.created_at,
+                    "read": n.read_at is not None,
+                }
+                for n in items
+            ],
+        }
+    )

@@ -111,8 +111,13 @@ def assert_no_arguments(events) -> None:
 
 
 def test_a_pre_approved_tool_runs_without_waiting(world):
+    from playbooks.schedules import schedule_fire, schedule_set
+
     grant(world)
-    run = start(world)
+    schedule = schedule_set(
+        playbook=world.playbook, kind="cron", cron="* * * * *", parameters={"body": BODY}, actor=world.owner
+    )
+    run = PlaybookRun.objects.get(pk=schedule_fire(schedule_id=schedule.pk).pk)  # a scheduled run
     assert run.status == RunStatus.COMPLETED, run.error
     assert not ToolApproval.objects.exists()
     assert received(world) and PHONE not in received(world)[0]  # the parameter's phone stayed a token
@@ -128,6 +133,15 @@ def test_without_a_pre_approval_the_run_waits_and_the_decision_resumes_it(world)
     turn = Turn.objects.get(pk=NodeRun.objects.get(run=run).turn_id)
     assert turn.status == TurnStatus.WAITING_APPROVAL and turn.loop_state is not None  # no worker held
     assert run.notifications.filter(kind="waiting_approval", user=world.owner).exists()
+    from django.core import mail
+
+    assert [m.to for m in mail.outbox] == [["owner@example.com"]] and BODY not in mail.outbox[0].body
+    from django.test import Client
+
+    client = Client()
+    client.force_login(world.owner)
+    notices = client.get("/api/playbook-notices/").json()
+    assert notices["unread"] == 1 and notices["notices"][0]["kind"] == "waiting_approval"
     approval = ToolApproval.objects.get(turn=turn, status=ApprovalStatus.PENDING)
     assert approval.user_id == world.owner.pk
     tool_approval_decide(approval_id=approval.pk, decision="approve", actor=world.owner)
