@@ -117,7 +117,8 @@ def test_a_refused_tool_node_fails_the_run_with_a_value_free_reason(personas, in
     playbook = make(personas, install_models, nodes=[hidden])
     done = run(playbook, personas.staff, sql="SELECT * FROM salaries WHERE employee = '최도윤'")
     assert done.status == RunStatus.FAILED
-    assert done.error.startswith("Step 1 (names) failed") and "최도윤" not in done.error
+    # In the language of the person it runs for (Korean by default), naming the step.
+    assert done.error.startswith("1단계(names) 실패:") and "최도윤" not in done.error
     node = NodeRun.objects.get(run=done)
     assert node.status == "failed" and "최도윤" not in node.error
     assert ToolCallAudit.objects.filter(origin_ref=done.reference, outcome="denied").exists()

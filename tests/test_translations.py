@@ -142,6 +142,7 @@ KOREAN_DATA_MODULES = {
     "governance/demo_company.py",
     "governance/management/commands/seed_demo.py",
     "chat/demo_model.py",
+    "playbooks/demo.py",
 }
 _GETTEXT = {"_", "gettext", "gettext_lazy", "ngettext", "ngettext_lazy", "pgettext", "pgettext_lazy", "gettext_noop"}
 
