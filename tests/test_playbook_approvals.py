@@ -149,6 +149,7 @@ def test_without_a_pre_approval_the_run_waits_and_the_decision_resumes_it(world)
     turn_run(turn_id=turn.pk)  # the new task the decision queued
     run.refresh_from_db()
     assert run.status == RunStatus.COMPLETED and len(received(world)) == 1
+    assert world.fake.requests == []  # resumed as a run of its given call: still no model call
 
 
 def test_an_unanswered_wait_expires_and_fails_the_run(world):
