@@ -6,146 +6,310 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
     dependencies = [
-        ('django_celery_beat', '0019_alter_periodictasks_options'),
-        ('governance', '0008_dbconnection_database_code'),
+        ("django_celery_beat", "0019_alter_periodictasks_options"),
+        ("governance", "0008_dbconnection_database_code"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='Playbook',
+            name="Playbook",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('name', models.CharField(max_length=200, verbose_name='name')),
-                ('description', models.TextField(blank=True, verbose_name='description')),
-                ('tier', models.CharField(choices=[('private', 'Private (stays on-prem)'), ('public', 'Public (leaves the network)')], max_length=10, verbose_name='tier')),
-                ('parameters', models.JSONField(blank=True, default=list, verbose_name='parameters')),
-                ('nodes', models.JSONField(blank=True, default=list, verbose_name='nodes')),
-                ('allow_overlap', models.BooleanField(default=False, verbose_name='runs may overlap')),
-                ('source_conversation_id', models.UUIDField(blank=True, editable=False, null=True)),
-                ('created_at', models.DateTimeField(auto_now_add=True, verbose_name='created')),
-                ('updated_at', models.DateTimeField(auto_now=True, verbose_name='updated')),
-                ('model', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='+', to='governance.llmmodel', verbose_name='model')),
-                ('owner', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='playbooks', to=settings.AUTH_USER_MODEL, verbose_name='owner')),
-                ('shared_roles', models.ManyToManyField(blank=True, related_name='+', to='governance.role', verbose_name='shared with roles')),
-                ('shared_users', models.ManyToManyField(blank=True, related_name='shared_playbooks', to=settings.AUTH_USER_MODEL, verbose_name='shared with users')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("name", models.CharField(max_length=200, verbose_name="name")),
+                ("description", models.TextField(blank=True, verbose_name="description")),
+                (
+                    "tier",
+                    models.CharField(
+                        choices=[("private", "Private (stays on-prem)"), ("public", "Public (leaves the network)")],
+                        max_length=10,
+                        verbose_name="tier",
+                    ),
+                ),
+                ("parameters", models.JSONField(blank=True, default=list, verbose_name="parameters")),
+                ("nodes", models.JSONField(blank=True, default=list, verbose_name="nodes")),
+                ("allow_overlap", models.BooleanField(default=False, verbose_name="runs may overlap")),
+                ("source_conversation_id", models.UUIDField(blank=True, editable=False, null=True)),
+                ("created_at", models.DateTimeField(auto_now_add=True, verbose_name="created")),
+                ("updated_at", models.DateTimeField(auto_now=True, verbose_name="updated")),
+                (
+                    "model",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="+",
+                        to="governance.llmmodel",
+                        verbose_name="model",
+                    ),
+                ),
+                (
+                    "owner",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="playbooks",
+                        to=settings.AUTH_USER_MODEL,
+                        verbose_name="owner",
+                    ),
+                ),
+                (
+                    "shared_roles",
+                    models.ManyToManyField(
+                        blank=True, related_name="+", to="governance.role", verbose_name="shared with roles"
+                    ),
+                ),
+                (
+                    "shared_users",
+                    models.ManyToManyField(
+                        blank=True,
+                        related_name="shared_playbooks",
+                        to=settings.AUTH_USER_MODEL,
+                        verbose_name="shared with users",
+                    ),
+                ),
             ],
             options={
-                'verbose_name': 'playbook',
-                'verbose_name_plural': 'playbooks',
-                'ordering': ['name', 'id'],
+                "verbose_name": "playbook",
+                "verbose_name_plural": "playbooks",
+                "ordering": ["name", "id"],
             },
         ),
         migrations.CreateModel(
-            name='PlaybookRun',
+            name="PlaybookRun",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('trigger', models.CharField(choices=[('manual', 'Started by a person'), ('schedule', 'Schedule'), ('rerun', 'Re-run')], default='manual', max_length=10, verbose_name='trigger')),
-                ('parameters', models.JSONField(blank=True, default=dict, verbose_name='parameters')),
-                ('status', models.CharField(choices=[('queued', 'Queued'), ('running', 'Running'), ('waiting_approval', 'Waiting for approval'), ('completed', 'Completed'), ('failed', 'Failed'), ('cancelled', 'Stopped'), ('refused', 'Refused')], default='queued', max_length=20, verbose_name='status')),
-                ('exclusive', models.BooleanField(default=True, editable=False)),
-                ('conversation_id', models.UUIDField(blank=True, editable=False, null=True)),
-                ('current_node', models.PositiveIntegerField(default=0, editable=False)),
-                ('nodes', models.JSONField(default=list, editable=False)),
-                ('error', models.TextField(blank=True, verbose_name='reason')),
-                ('created_at', models.DateTimeField(auto_now_add=True, verbose_name='created')),
-                ('finished_at', models.DateTimeField(blank=True, null=True, verbose_name='finished')),
-                ('actor', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='playbook_runs', to=settings.AUTH_USER_MODEL, verbose_name='runs as')),
-                ('playbook', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='runs', to='playbooks.playbook', verbose_name='playbook')),
-                ('rerun_of', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to='playbooks.playbookrun')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                (
+                    "trigger",
+                    models.CharField(
+                        choices=[("manual", "Started by a person"), ("schedule", "Schedule"), ("rerun", "Re-run")],
+                        default="manual",
+                        max_length=10,
+                        verbose_name="trigger",
+                    ),
+                ),
+                ("parameters", models.JSONField(blank=True, default=dict, verbose_name="parameters")),
+                (
+                    "status",
+                    models.CharField(
+                        choices=[
+                            ("queued", "Queued"),
+                            ("running", "Running"),
+                            ("waiting_approval", "Waiting for approval"),
+                            ("completed", "Completed"),
+                            ("failed", "Failed"),
+                            ("cancelled", "Stopped"),
+                            ("refused", "Refused"),
+                        ],
+                        default="queued",
+                        max_length=20,
+                        verbose_name="status",
+                    ),
+                ),
+                ("exclusive", models.BooleanField(default=True, editable=False)),
+                ("conversation_id", models.UUIDField(blank=True, editable=False, null=True)),
+                ("current_node", models.PositiveIntegerField(default=0, editable=False)),
+                ("nodes", models.JSONField(default=list, editable=False)),
+                ("error", models.TextField(blank=True, verbose_name="reason")),
+                ("created_at", models.DateTimeField(auto_now_add=True, verbose_name="created")),
+                ("finished_at", models.DateTimeField(blank=True, null=True, verbose_name="finished")),
+                (
+                    "actor",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="playbook_runs",
+                        to=settings.AUTH_USER_MODEL,
+                        verbose_name="runs as",
+                    ),
+                ),
+                (
+                    "playbook",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="runs",
+                        to="playbooks.playbook",
+                        verbose_name="playbook",
+                    ),
+                ),
+                (
+                    "rerun_of",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to="playbooks.playbookrun",
+                    ),
+                ),
             ],
             options={
-                'verbose_name': 'playbook run',
-                'verbose_name_plural': 'playbook runs',
-                'ordering': ['-created_at', '-id'],
+                "verbose_name": "playbook run",
+                "verbose_name_plural": "playbook runs",
+                "ordering": ["-created_at", "-id"],
             },
         ),
         migrations.CreateModel(
-            name='Notification',
+            name="Notification",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('kind', models.CharField(max_length=20)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('read_at', models.DateTimeField(blank=True, null=True)),
-                ('user', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='playbook_notices', to=settings.AUTH_USER_MODEL)),
-                ('run', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='notifications', to='playbooks.playbookrun')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("kind", models.CharField(max_length=20)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("read_at", models.DateTimeField(blank=True, null=True)),
+                (
+                    "user",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="playbook_notices",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
+                (
+                    "run",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="notifications",
+                        to="playbooks.playbookrun",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['-created_at'],
+                "ordering": ["-created_at"],
             },
         ),
         migrations.CreateModel(
-            name='PlaybookSchedule',
+            name="PlaybookSchedule",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('kind', models.CharField(choices=[('cron', 'Cron expression'), ('interval', 'Interval')], max_length=10, verbose_name='kind')),
-                ('cron', models.CharField(blank=True, max_length=100, verbose_name='cron expression')),
-                ('every_minutes', models.PositiveIntegerField(blank=True, null=True, verbose_name='every (minutes)')),
-                ('timezone', models.CharField(default='Asia/Seoul', max_length=64, verbose_name='time zone')),
-                ('parameters', models.JSONField(blank=True, default=dict, verbose_name='parameters')),
-                ('enabled', models.BooleanField(default=True, verbose_name='enabled')),
-                ('last_fired_at', models.DateTimeField(blank=True, editable=False, null=True)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('periodic_task', models.OneToOneField(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to='django_celery_beat.periodictask')),
-                ('playbook', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='schedules', to='playbooks.playbook')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                (
+                    "kind",
+                    models.CharField(
+                        choices=[("cron", "Cron expression"), ("interval", "Interval")],
+                        max_length=10,
+                        verbose_name="kind",
+                    ),
+                ),
+                ("cron", models.CharField(blank=True, max_length=100, verbose_name="cron expression")),
+                ("every_minutes", models.PositiveIntegerField(blank=True, null=True, verbose_name="every (minutes)")),
+                ("timezone", models.CharField(default="Asia/Seoul", max_length=64, verbose_name="time zone")),
+                ("parameters", models.JSONField(blank=True, default=dict, verbose_name="parameters")),
+                ("enabled", models.BooleanField(default=True, verbose_name="enabled")),
+                ("last_fired_at", models.DateTimeField(blank=True, editable=False, null=True)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                (
+                    "periodic_task",
+                    models.OneToOneField(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to="django_celery_beat.periodictask",
+                    ),
+                ),
+                (
+                    "playbook",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="schedules", to="playbooks.playbook"
+                    ),
+                ),
             ],
             options={
-                'verbose_name': 'playbook schedule',
-                'verbose_name_plural': 'playbook schedules',
+                "verbose_name": "playbook schedule",
+                "verbose_name_plural": "playbook schedules",
             },
         ),
         migrations.AddField(
-            model_name='playbookrun',
-            name='schedule',
-            field=models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='runs', to='playbooks.playbookschedule'),
+            model_name="playbookrun",
+            name="schedule",
+            field=models.ForeignKey(
+                blank=True,
+                null=True,
+                on_delete=django.db.models.deletion.SET_NULL,
+                related_name="runs",
+                to="playbooks.playbookschedule",
+            ),
         ),
         migrations.CreateModel(
-            name='PreApproval',
+            name="PreApproval",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('definition_hash', models.CharField(max_length=64)),
-                ('expires_at', models.DateTimeField(verbose_name='expires')),
-                ('granted_at', models.DateTimeField(auto_now_add=True, verbose_name='granted')),
-                ('revoked_at', models.DateTimeField(blank=True, null=True, verbose_name='revoked')),
-                ('expiry_recorded_at', models.DateTimeField(blank=True, editable=False, null=True)),
-                ('connector_tool', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='+', to='governance.connectortool')),
-                ('granted_by', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='+', to=settings.AUTH_USER_MODEL)),
-                ('playbook', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='pre_approvals', to='playbooks.playbook')),
-                ('revoked_by', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.PROTECT, related_name='+', to=settings.AUTH_USER_MODEL)),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("definition_hash", models.CharField(max_length=64)),
+                ("expires_at", models.DateTimeField(verbose_name="expires")),
+                ("granted_at", models.DateTimeField(auto_now_add=True, verbose_name="granted")),
+                ("revoked_at", models.DateTimeField(blank=True, null=True, verbose_name="revoked")),
+                ("expiry_recorded_at", models.DateTimeField(blank=True, editable=False, null=True)),
+                (
+                    "connector_tool",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="+", to="governance.connectortool"
+                    ),
+                ),
+                (
+                    "granted_by",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.PROTECT, related_name="+", to=settings.AUTH_USER_MODEL
+                    ),
+                ),
+                (
+                    "playbook",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="pre_approvals",
+                        to="playbooks.playbook",
+                    ),
+                ),
+                (
+                    "revoked_by",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="+",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
             ],
             options={
-                'verbose_name': 'playbook pre-approval',
-                'verbose_name_plural': 'playbook pre-approvals',
-                'ordering': ['-granted_at'],
+                "verbose_name": "playbook pre-approval",
+                "verbose_name_plural": "playbook pre-approvals",
+                "ordering": ["-granted_at"],
             },
         ),
         migrations.CreateModel(
-            name='NodeRun',
+            name="NodeRun",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('index', models.PositiveIntegerField(verbose_name='step')),
-                ('key', models.CharField(max_length=40, verbose_name='key')),
-                ('kind', models.CharField(max_length=10, verbose_name='kind')),
-                ('turn_id', models.BigIntegerField(blank=True, null=True)),
-                ('status', models.CharField(default='queued', max_length=20, verbose_name='status')),
-                ('rendered_input', models.TextField(blank=True, verbose_name='input')),
-                ('output', models.TextField(blank=True, verbose_name='output')),
-                ('error', models.TextField(blank=True, verbose_name='reason')),
-                ('started_at', models.DateTimeField(auto_now_add=True, verbose_name='started')),
-                ('finished_at', models.DateTimeField(blank=True, null=True, verbose_name='finished')),
-                ('run', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='node_runs', to='playbooks.playbookrun')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("index", models.PositiveIntegerField(verbose_name="step")),
+                ("key", models.CharField(max_length=40, verbose_name="key")),
+                ("kind", models.CharField(max_length=10, verbose_name="kind")),
+                ("turn_id", models.BigIntegerField(blank=True, null=True)),
+                ("status", models.CharField(default="queued", max_length=20, verbose_name="status")),
+                ("rendered_input", models.TextField(blank=True, verbose_name="input")),
+                ("output", models.TextField(blank=True, verbose_name="output")),
+                ("error", models.TextField(blank=True, verbose_name="reason")),
+                ("started_at", models.DateTimeField(auto_now_add=True, verbose_name="started")),
+                ("finished_at", models.DateTimeField(blank=True, null=True, verbose_name="finished")),
+                (
+                    "run",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="node_runs",
+                        to="playbooks.playbookrun",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['run_id', 'index'],
-                'constraints': [models.UniqueConstraint(fields=('run', 'index'), name='playbook_one_node_run_per_step')],
+                "ordering": ["run_id", "index"],
+                "constraints": [
+                    models.UniqueConstraint(fields=("run", "index"), name="playbook_one_node_run_per_step")
+                ],
             },
         ),
         migrations.AddConstraint(
-            model_name='playbookrun',
-            constraint=models.UniqueConstraint(condition=models.Q(('exclusive', True), ('status__in', ['queued', 'running', 'waiting_approval'])), fields=('playbook',), name='playbook_one_active_exclusive_run'),
+            model_name="playbookrun",
+            constraint=models.UniqueConstraint(
+                condition=models.Q(("exclusive", True), ("status__in", ["queued", "running", "waiting_approval"])),
+                fields=("playbook",),
+                name="playbook_one_active_exclusive_run",
+            ),
         ),
     ]
