@@ -41,12 +41,25 @@ def playbook_page(request, playbook_id: int):
             return redirect("playbooks:run-page", run_id=run.pk)
         except PlaybookError as exc:
             error = str(exc)
-    schedules = [(s, next_run(s)) for s in playbook.schedules.all()] if playbook.owner_id == request.user.pk else []
+    owner = playbook.owner_id == request.user.pk
+    schedules = [(s, next_run(s)) for s in playbook.schedules.all()] if owner else []
+    pre_approvals = (
+        playbook.pre_approvals.filter(revoked_at__isnull=True).select_related("connector_tool__connector")
+        if owner
+        else []
+    )
     runs = PlaybookRun.objects.filter(playbook=playbook, actor=request.user)[:30]
     return render(
         request,
         "playbooks/playbook.html",
-        {"playbook": playbook, "error": error, "schedules": schedules, "runs": runs, "given": request.POST},
+        {
+            "playbook": playbook,
+            "error": error,
+            "schedules": schedules,
+            "pre_approvals": pre_approvals,
+            "runs": runs,
+            "now": timezone.now(),
+        },
     )
 
 

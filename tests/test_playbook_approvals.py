@@ -124,6 +124,13 @@ def test_a_pre_approved_tool_runs_without_waiting(world):
     auto = AuditEvent.objects.get(kind="approval_auto_approved")
     assert auto.details["standing_approval"] and auto.owner_id == world.owner.pk
     assert_no_arguments(events_of("playbook_pre_approval") + [auto])
+    from django.test import Client
+
+    client = Client()
+    client.force_login(world.owner)
+    page = client.get(f"/playbooks/{world.playbook.pk}/", HTTP_ACCEPT_LANGUAGE="en").content.decode()
+    assert "Pre-approved tools" in page or "사전 승인한 도구" in page
+    assert "echo" in page
     assert world.fake.requests == []  # a tool node asks no model
 
 
