@@ -316,6 +316,7 @@ CALL_DETAIL_FIELDS = [
     "resource_name",
     "origin",
     "origin_ref",
+    "origin_run",
     "conversation",
     "turn_id",
     "outcome_of_call",
@@ -366,6 +367,15 @@ class ToolCallScreen(CallOutcomeMixin, AuditedViewsMixin, PickerFiltersMixin, Cs
     def tables_read(self, obj: ToolCallAudit) -> str:
         return ", ".join(str(t) for t in obj.tables or []) or "-"
 
+    @admin.display(description=gettext_lazy("the run it came from"))
+    def origin_run(self, obj: ToolCallAudit) -> str:
+        """A reference `<resource kind>:<id>` (e.g. a playbook run) as a link
+        to that run's page, where its app registered the kind."""
+        kind, _sep, object_id = (obj.origin_ref or "").partition(":")
+        if not object_id or kind not in ResourceKind.values:
+            return obj.origin_ref or "-"
+        return _admin_link(kind, object_id, obj.origin_ref)
+
     @admin.display(description=gettext_lazy("conversation"))
     def conversation(self, obj: ToolCallAudit) -> str:
         if obj.conversation_id is None:
@@ -384,6 +394,7 @@ class SqlExecutionAdmin(ToolCallScreen):
         ConnectionFilter,
         EventTypeFilter,
         CallOutcomeFilter,
+        "origin",
     )
     search_help_text = gettext_lazy("Searches the SQL text and the names of the tables read.")
 
@@ -407,6 +418,7 @@ class ToolCallAuditAdmin(ToolCallScreen):
         EventTypeFilter,
         "tool",
         CallOutcomeFilter,
+        "origin",
     )
 
 

@@ -161,6 +161,10 @@ class ResourceKind(models.TextChoices):
     API_TOKEN = "api_token", _("API token")
     SHARE_LINK = "share_link", _("Share link")
     ANSWER_FEEDBACK = "answer_feedback", _("Answer feedback")
+    PLAYBOOK = "playbook", _("Playbook")
+    PLAYBOOK_RUN = "playbook_run", _("Playbook run")
+    PLAYBOOK_PRE_APPROVAL = "playbook_pre_approval", _("Playbook pre-approval")
+    PLAYBOOK_SCHEDULE = "playbook_schedule", _("Playbook schedule")
 
 
 def resource_kind_label(value: str) -> str:

@@ -186,9 +186,31 @@ class LoopState:
     steps: int
     pending: list[dict]
     session: dict | None = None
+    # A run of given calls (an origin's fixed tool step, not the model's):
+    # its first call is not announced yet, and the loop ends after the calls
+    # without a model call. Kept when such a run waits for an approval.
+    fixed: bool = False
+    announced: bool = True
 
     def as_json(self) -> dict:
-        return {"new": self.new, "steps": self.steps, "pending": self.pending, "session": self.session}
+        value = {"new": self.new, "steps": self.steps, "pending": self.pending, "session": self.session}
+        if self.fixed:
+            value.update(fixed=True, announced=self.announced)
+        return value
+
+    @classmethod
+    def of_calls(cls, calls: list[dict]) -> LoopState:
+        """The state a run of given calls ({"id", "name", "arguments"}) starts
+        from: the assistant entry naming them, as if a model had."""
+        entry = {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [
+                {"id": c["id"], "type": "function", "function": {"name": c["name"], "arguments": c["arguments"]}}
+                for c in calls
+            ],
+        }
+        return cls(new=[entry], steps=0, pending=list(calls), fixed=True, announced=False)
 
     @classmethod
     def from_json(cls, value: dict) -> LoopState:
@@ -200,7 +222,14 @@ class LoopState:
             # Stored before the session travelled in the loop state: the
             # decision still applies (tools it loaded are searched again).
             session = {"states": {}, "approval_id": value.get("approval_id")}
-        return cls(new=list(value["new"]), steps=value["steps"], pending=list(pending), session=session)
+        return cls(
+            new=list(value["new"]),
+            steps=value["steps"],
+            pending=list(pending),
+            session=session,
+            fixed=value.get("fixed") is True,
+            announced=value.get("announced") is not False,
+        )
 
 
 class TurnSuspended(Exception):
@@ -320,14 +349,18 @@ def run_agent_loop(
                 result = execute(session, name=call.name, arguments=call.arguments)
             except ApprovalSuspends as waiting:
                 pending = [_call_json(c) for c in calls[index:]]
-                raise TurnSuspended(LoopState(new=list(new), steps=steps, pending=pending), waiting.request) from None
+                fixed = resume is not None and resume.fixed
+                state = LoopState(new=list(new), steps=steps, pending=pending, fixed=fixed)
+                raise TurnSuspended(state, waiting.request) from None
             finished = step_finished_payload(call, result, round((time.perf_counter() - started) * 1000))
             emit(ServerEvent.TOOL_FINISHED, finished)
             new.append({"role": "tool", "tool_call_id": call.id, "content": result.content})
 
     if resume is not None:
         waiting = [ToolCall(id=c["id"], name=c["name"], arguments=c["arguments"]) for c in resume.pending]
-        run_calls(waiting, first_announced=True)
+        run_calls(waiting, first_announced=resume.announced)
+        if resume.fixed:  # given calls, no model: done when they are
+            return LoopResult(new_messages=new, final_text="", step_limit_hit=False)
     while steps < max_steps:
         check()
         stream = TokenSafeStream(lambda text: emit(ServerEvent.MESSAGE_DELTA, {"text": text}))

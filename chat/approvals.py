@@ -37,6 +37,7 @@ import hmac
 import json
 import logging
 import unicodedata
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -115,6 +116,29 @@ def arguments_digest(tool_name: str, arguments: Any) -> str:
     return hmac.new(key, canonical.encode("utf-8"), hashlib.sha256).hexdigest()
 
 
+# Standing approvals an origin brings (a playbook's pre-approvals): origin
+# name -> find(ctx, view) -> the id of the approval that allows this call of
+# that connector tool under its current definition, or None. Asked after the
+# repeated-denial block and before the user's "always allow".
+_STANDING: dict[str, Callable[[Any, ConnectorToolView], Any]] = {}
+
+
+def register_standing_approvals(origin_name: str, find: Callable[[Any, ConnectorToolView], Any]) -> None:
+    _STANDING[origin_name] = find
+
+
+def _standing_approval(ctx, view: ConnectorToolView):
+    find = _STANDING.get(ctx.origin)
+    if find is None:
+        return None
+    try:
+        return find(ctx, view)
+    except Exception:
+        # Not knowing whether it is pre-approved: the person is asked.
+        logger.exception("standing approvals of origin %s could not be read", ctx.origin)
+        return None
+
+
 # What the gate decided on its own (nobody was asked), named on the call
 # (`call.approval`): without it the person would not see why a call that
 # needs approval ran, or was refused (the step names it).
@@ -147,6 +171,11 @@ class ConnectorApprovalGate:
             _gate_event(EventKind.APPROVAL_AUTO_BLOCKED, ctx, view, denials=denials)
             call.approval = AUTO_BLOCKED_DECISION
             return Decision.deny(Reason(AUTO_BLOCKED.msgid, count=denials))
+        standing = _standing_approval(ctx, view)
+        if standing is not None:
+            _gate_event(EventKind.APPROVAL_AUTO_APPROVED, ctx, view, standing_approval=str(standing))
+            call.approval = AUTO_APPROVED
+            return Decision.allow()
         grant = AlwaysAllow.objects.filter(
             user_id=ctx.user_id,
             connector_tool_id=view.tool_id,

@@ -54,6 +54,8 @@ INSTALLED_APPS = [
     "agentapi",
     "sharing",  # surfaces above chat
     "feedback",
+    "django_celery_beat",  # playbook schedules: cron/interval periodic tasks in the database
+    "playbooks",
 ]
 
 MIDDLEWARE = [
@@ -271,6 +273,13 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": OWLAI_CONNECTOR_SYNC_SECONDS,
         "options": {"expires": OWLAI_CONNECTOR_SYNC_SECONDS},
     },
+    # Playbook pre-approvals past their expiry are recorded; runs whose
+    # hand-over to the next step was lost go on (playbooks.tasks.sweep).
+    "playbook-sweep": {
+        "task": "playbooks.sweep",
+        "schedule": env.float("OWLAI_PLAYBOOK_SWEEP_SECONDS", default=60.0),
+        "options": {"expires": env.float("OWLAI_PLAYBOOK_SWEEP_SECONDS", default=60.0)},
+    },
     # Approval requests nobody answered expire; their turns resume (chat.approvals).
     "approval-expiry": {
         "task": "chat.expire_approvals",
@@ -278,6 +287,14 @@ CELERY_BEAT_SCHEDULE = {
         "options": {"expires": env.float("OWLAI_APPROVAL_SWEEP_SECONDS", default=10.0)},
     },
 }
+# Notices to people (a playbook run that waits for their approval or failed):
+# printed by default (the embedded profile); an SMTP backend in production.
+EMAIL_BACKEND = env.str("EMAIL_BACKEND", default="django.core.mail.backends.console.EmailBackend")
+DEFAULT_FROM_EMAIL = env.str("DEFAULT_FROM_EMAIL", default="owlai@localhost")
+OWLAI_PLAYBOOK_SWEEP_SECONDS = env.float("OWLAI_PLAYBOOK_SWEEP_SECONDS", default=60.0)
+# Beat reads its schedule from the database (django-celery-beat): the static
+# entries above are synced into it, playbook schedules are rows of it.
+CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
 # No single point of failure (owlai.ops.sweeps): every worker looks every
 # SWEEP_TICK seconds whether a sweep of the schedule above is due and runs it
 # under a database lease, so sweeps go on with beat down and run once per

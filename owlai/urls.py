@@ -28,6 +28,7 @@ urlpatterns = [
     path("", include("agentapi.urls")),
     path("", include("sharing.urls")),
     path("", include("feedback.urls")),
+    path("", include("playbooks.urls")),
 ]
 
 # The 500 page rendered with the request (language, switcher): accounts.views.

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-LAYERS = ["owlai", "audit", "accounts", "governance", "chat", "sharing", "feedback", "agentapi"]
+LAYERS = ["owlai", "audit", "accounts", "governance", "chat", "playbooks", "sharing", "feedback", "agentapi"]
 WIRING = {"owlai/asgi.py", "owlai/celery.py", "owlai/urls.py"}
 
 

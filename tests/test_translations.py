@@ -143,6 +143,7 @@ KOREAN_DATA_MODULES = {
     "governance/management/commands/seed_demo.py",
     "chat/demo_model.py",
     "owlai/korean.py",  # the particles themselves
+    "playbooks/demo.py",
 }
 _GETTEXT = {"_", "gettext", "gettext_lazy", "ngettext", "ngettext_lazy", "pgettext", "pgettext_lazy", "gettext_noop"}
 

@@ -15,6 +15,7 @@ import logging
 from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import Q
+from django.dispatch import Signal
 from django.utils import timezone
 
 from chat.models import Conversation, Message, Turn, TurnStatus
@@ -28,6 +29,23 @@ from owlai.connection_health import until_answered
 logger = logging.getLogger(__name__)
 
 RUNNING = (TurnStatus.RUNNING,)
+
+# Sent after commit when a run ended (completed, rejected, failed, cancelled),
+# with `turn_id`, `origin`, `origin_ref` and `status`: an origin whose work
+# goes on after a run (the next step of a playbook run) listens for its own
+# name. Receivers must not raise into the run core: errors are logged.
+run_ended = Signal()
+
+
+def _ended(turn: Turn, status: str) -> None:
+    def send() -> None:
+        for receiver, result in run_ended.send_robust(
+            sender=Turn, turn_id=turn.pk, origin=turn.origin, origin_ref=turn.origin_ref, status=status
+        ):
+            if isinstance(result, Exception):
+                logger.error("run_ended receiver %r failed for turn %s: %r", receiver, turn.pk, result)
+
+    transaction.on_commit(send)
 
 
 def emitter_for(turn: Turn) -> TurnEmitter:
@@ -128,6 +146,7 @@ def finish(
         logger.warning("turn %s was finished elsewhere (recovery); dropping its %s result", turn.pk, status)
         return False
     turn.status, turn.error, turn.finished_at = status, error, now
+    _ended(turn, status)
     return True
 
 
@@ -189,6 +208,8 @@ def cancel_queued(turn: Turn) -> bool:
         when=(TurnStatus.QUEUED,),
         changes={"status": TurnStatus.CANCELLED, "cancel_requested_at": now, "finished_at": now},
     )
+    if stored is not None:
+        _ended(turn, TurnStatus.CANCELLED)
     return stored is not None
 
 
@@ -211,6 +232,8 @@ def cancel_waiting(turn: Turn) -> bool:
         changes={"status": TurnStatus.CANCELLED, "cancel_requested_at": now, "finished_at": now, "loop_state": None},
         rows=message_rows(turn, (turn.loop_state or {}).get("new") or []),
     )
+    if stored is not None:
+        _ended(turn, TurnStatus.CANCELLED)
     return stored is not None
 
 
@@ -231,4 +254,5 @@ def fail_abandoned(turn: Turn, *, condition: Q, code: str, message: str) -> bool
                 (ServerEvent.TURN_FINISHED, {"status": TurnStatus.FAILED}),
             ],
         )
+        _ended(turn, TurnStatus.FAILED)
     return True

@@ -37,8 +37,12 @@ class RunOrigin:
 CHAT = RunOrigin(name="chat", vault_scope=VaultScope.CONVERSATION, asks_approval=True)
 # A run started from a script (manage.py run_script): no page, nobody to ask.
 SCRIPT = RunOrigin(name="script", vault_scope=VaultScope.RUN, asks_approval=False)
+# A playbook run (the playbooks app): each run has a conversation of its own
+# (its vault and spill folder), one turn per node; its person answers an
+# approval from the playbook page, so a call may wait (unless pre-approved).
+PLAYBOOK = RunOrigin(name="playbook", vault_scope=VaultScope.CONVERSATION, asks_approval=True)
 
-ORIGINS: dict[str, RunOrigin] = {origin.name: origin for origin in (CHAT, SCRIPT)}
+ORIGINS: dict[str, RunOrigin] = {origin.name: origin for origin in (CHAT, SCRIPT, PLAYBOOK)}
 
 
 class UnknownOrigin(LookupError):

@@ -120,18 +120,68 @@ def _check_supersedes(conversation: Conversation, turn_id: int) -> None:
 
 
 @transaction.atomic
-def run_start(*, origin: RunOrigin, user, text: str, title: str, origin_ref: str = "", model: str = "") -> Turn:
+def run_start(
+    *,
+    origin: RunOrigin,
+    user,
+    text: str,
+    title: str,
+    origin_ref: str = "",
+    model: str = "",
+    conversation: Conversation | None = None,
+) -> Turn:
     """A queued run of `origin` for `user` asking `text` (its reference
     `origin_ref` goes on every audit row it writes). The caller validates
-    `text`; the run is governed exactly as a chat turn of `user` is."""
-    language = language_from(stored=user_language(user=user), fallback=settings.LANGUAGE_CODE)
-    conversation = Conversation.objects.create(owner=user, title=title[:TITLE_MAX_CHARS])
+    `text`; the run is governed exactly as a chat turn of `user` is.
+    `conversation`: a run continuing one its origin started before (of the
+    same owner; e.g. the next step of a multi-step run), else a new one."""
+    conversation = _run_conversation(conversation, user, title)
     turn = Turn.objects.create(
         conversation=conversation,
         requested_model=model[:300],
-        language=language,
+        language=language_from(stored=user_language(user=user), fallback=settings.LANGUAGE_CODE),
         origin=origin.name,
         origin_ref=origin_ref[:100],
     )
     Message.objects.create(conversation=conversation, turn=turn, role=MessageRole.USER, content=text)
     return turn
+
+
+@transaction.atomic
+def calls_run_start(
+    *,
+    origin: RunOrigin,
+    user,
+    calls: list[dict],
+    model,
+    title: str,
+    origin_ref: str = "",
+    conversation: Conversation | None = None,
+) -> Turn:
+    """A queued run of given tool calls ({"id", "name", "arguments"}), no
+    model call: an origin's fixed tool step. It goes through the same claim,
+    executor (visibility, checks, approval gate, audit, masking) and
+    lifecycle as any run; `model` (an LlmModel) only fixes the run's tier and
+    what a resumed run checks is still usable."""
+    from chat.agent import LoopState
+
+    conversation = _run_conversation(conversation, user, title)
+    return Turn.objects.create(
+        conversation=conversation,
+        requested_model=str(model)[:300],
+        model_name=model.name,
+        provider_name=model.provider.name,
+        tier=model.provider.tier,
+        language=language_from(stored=user_language(user=user), fallback=settings.LANGUAGE_CODE),
+        origin=origin.name,
+        origin_ref=origin_ref[:100],
+        loop_state=LoopState.of_calls(calls).as_json(),
+    )
+
+
+def _run_conversation(conversation: Conversation | None, user, title: str) -> Conversation:
+    if conversation is None:
+        return Conversation.objects.create(owner=user, title=title[:TITLE_MAX_CHARS])
+    if conversation.owner_id != user.pk:
+        raise TurnRefused(_("Only the owner can continue this conversation."))
+    return conversation

@@ -17,6 +17,7 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand
 from django.db import transaction
+from django.dispatch import Signal
 from django.utils.translation import gettext as _
 
 from accounts.builtin_groups import auditor_group_ensure
@@ -45,6 +46,11 @@ from governance.services import (
 )
 from owlai.install_config import ProviderKind
 from owlai.korean import localized_particles
+
+# Sent at the end of seed_demo with `users` ({username: user}), `connection`
+# and `chat_model`: a surface above governance (playbooks) adds its demo
+# objects without this command importing it.
+demo_seeded = Signal()
 
 DEMO_CONNECTION = "demo_company"
 DEMO_FILE_NAME = "demo_company.sqlite3"
@@ -114,6 +120,16 @@ class Command(BaseCommand):
             chat_model = self._chat_default()
 
         analysed = self._analyse(connection)
+        for _receiver, result in demo_seeded.send_robust(
+            sender=Command,
+            users={"admin": admin, "staff": staff, "manager": manager},
+            connection=connection,
+            chat_model=chat_model,
+        ):
+            if isinstance(result, Exception):
+                self.stderr.write(f"{_receiver.__module__}: {result!r}")
+            elif result:
+                self.stdout.write(str(result))
         self._summary(
             admin_created=admin_created,
             staff_created=staff_created,
