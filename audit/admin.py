@@ -7,7 +7,7 @@ indexes behind every filter (see the migrations), and CSV export of the
 current filter capped at OWLAI_AUDIT_EXPORT_MAX_ROWS rows.
 
 Every time is shown and exported as ISO 8601 in the installation's time zone
-with its offset (audit.times).
+with its offset (owlai.times).
 """
 
 from __future__ import annotations
@@ -58,7 +58,7 @@ from audit.models import (
 )
 from audit.registry import resource_model
 from audit.services import AuditWriteError
-from audit.times import local_iso, zone_label
+from owlai.times import local_iso, zone_label
 from owlai.tool_names import ToolName
 
 

@@ -30,7 +30,7 @@ from rangefilter.filters import DateTimeRangeFilter
 from audit.event_types import event_type_choices
 from audit.models import ResourceKind
 from audit.registry import resource_model
-from audit.times import local_iso, zone_label
+from owlai.times import local_iso, zone_label
 
 
 class PeriodFilter(admin.SimpleListFilter):

@@ -11,7 +11,7 @@ from django.utils.translation import gettext_lazy as _
 
 from audit import tables
 from audit.event_types import KIND_MAX_LENGTH, EventKind, event_type_label  # noqa: F401 (EventKind: re-exported)
-from audit.times import local_iso
+from owlai.times import local_iso
 
 
 class Outcome(models.TextChoices):

@@ -30,12 +30,12 @@ from audit.events import audit_event_write
 from audit.models import EventKind, ResourceKind
 from audit.registry import register_resource_model
 from audit.services import AuditWriteError
-from audit.times import local_iso
 from chat.approvals import ApprovalError, always_allow_revoke
 from chat.models import AlwaysAllow, Conversation, Message, Turn
 from chat.prompt import turn_inputs
 from governance.models import DbConnection, DbGrant, DocumentCollection, Tier
 from governance.visibility import Sight, decide
+from owlai.times import local_iso
 
 logger = logging.getLogger(__name__)
 

@@ -16,6 +16,7 @@ from rest_framework.response import Response
 from chat import serializers as api
 from chat.approvals import DECISIONS, ApprovalError, always_allow_revoke, tool_approval_decide
 from chat.models import AlwaysAllow
+from owlai.times import api_time
 
 
 class DecisionSerializer(serializers.Serializer):
@@ -71,7 +72,7 @@ def _grant_json(grant: AlwaysAllow) -> dict:
         "id": grant.pk,
         "connector": tool.connector.name,
         "tool": tool.name,
-        "created_at": grant.created_at.isoformat(),
+        "created_at": api_time(grant.created_at),
     }
 
 

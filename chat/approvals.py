@@ -57,6 +57,7 @@ from chat.executor.reasons import Reason
 from chat.models import AlwaysAllow, ApprovalStatus, ToolApproval, Turn, TurnStatus
 from chat.turns import dispatch, lifecycle, origins
 from governance.visibility import ConnectorToolView
+from owlai.times import api_time
 
 logger = logging.getLogger(__name__)
 
@@ -322,7 +323,7 @@ def requested_payload(approval: ToolApproval) -> dict:
         "tool": approval.tool_name,
         "connector": approval.connector_name,
         "arguments": approval.arguments,
-        "expires_at": approval.expires_at.isoformat(),
+        "expires_at": api_time(approval.expires_at),
         "expires_in": max(0, round((approval.expires_at - timezone.now()).total_seconds())),
     }
 

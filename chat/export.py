@@ -13,6 +13,7 @@ from django.utils.translation import gettext as _
 
 from chat.models import Conversation
 from chat.turns.timeline import conversation_timeline
+from owlai.times import api_time
 
 EXPORT_FORMATS = ("markdown", "json")
 
@@ -25,10 +26,10 @@ def conversation_export_json(*, conversation: Conversation) -> dict:
             "id": str(conversation.pk),
             "title": conversation.title,
             "tier": conversation.tier,
-            "created_at": conversation.created_at.isoformat(),
-            "updated_at": conversation.updated_at.isoformat(),
+            "created_at": api_time(conversation.created_at),
+            "updated_at": api_time(conversation.updated_at),
         },
-        "exported_at": timezone.now().isoformat(),
+        "exported_at": api_time(timezone.now()),
         "masked": True,
         "items": [{**item, "earlier_version": item["turn_id"] in superseded} for item in items],
     }

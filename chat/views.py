@@ -37,6 +37,7 @@ from governance.models import Feature, FeatureDefault, LlmModel, PiiKindChoice, 
 from governance.pii.kinds import TOKEN_LABELS, PiiKind
 from governance.visibility import visible_resources
 from owlai.install_config import ProviderKind
+from owlai.times import api_time
 from owlai.tool_names import ToolName
 
 # The page runs only its own static scripts: model output that got past the
@@ -191,7 +192,7 @@ def _conversation_json(conversation: Conversation) -> dict:
         "title": conversation.title,
         "tier": conversation.tier,
         "model": conversation.model_id,
-        "updated_at": conversation.updated_at.isoformat(),
+        "updated_at": api_time(conversation.updated_at),
     }
 
 

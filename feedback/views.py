@@ -16,6 +16,7 @@ from chat import serializers as chat_api
 from chat.models import Conversation
 from feedback.models import COMMENT_MAX_CHARS, DOWN_TAGS, TAGS, UP_TAGS, AnswerFeedback, Rating
 from feedback.services import FeedbackRefused, answer_feedback_give
+from owlai.times import api_time
 
 
 class FeedbackSerializer(serializers.Serializer):
@@ -44,7 +45,7 @@ def _json(feedback: AnswerFeedback) -> dict:
         "tags": feedback.tags,
         "comment": feedback.comment,
         "attach_conversation": feedback.attach_conversation,
-        "updated_at": feedback.updated_at.isoformat(),
+        "updated_at": api_time(feedback.updated_at),
     }
 
 

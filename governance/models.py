@@ -10,7 +10,7 @@ from django.core.validators import RegexValidator, URLValidator
 from django.db import models
 from django.utils.translation import gettext_lazy as _
 
-from governance.pii.kinds import KINDS, PiiKind
+from governance.pii.kinds import KINDS
 from governance.sql.dialects import DIALECT_BY_ENGINE
 from owlai import install_config
 

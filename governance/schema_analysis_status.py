@@ -9,7 +9,7 @@ from django.utils.translation import gettext as _
 from django.utils.translation import ngettext
 
 from audit.models import AuditEvent, EventKind, ResourceKind
-from audit.times import local_iso
+from owlai.times import local_iso
 
 
 def schema_analysis_status(*, connection_id: int) -> str:

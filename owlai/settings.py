@@ -89,6 +89,7 @@ TEMPLATES = [
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
                 "governance.context_processors.admin_banners",
+                "owlai.times.zone_context",
             ],
         },
     },
@@ -155,6 +156,7 @@ LOCALE_PATHS = [BASE_DIR / "locale"]
 TIME_ZONE = env.str("TIME_ZONE", default="Asia/Seoul")
 USE_I18N = True
 USE_TZ = True
+FORMAT_MODULE_PATH = ["owlai.formats"]  # one time format on every screen (owlai.times)
 
 STATIC_URL = "static/"
 # Where collectstatic gathers the files the app server serves (whitenoise).

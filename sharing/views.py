@@ -23,6 +23,7 @@ from chat.reveal import REFUSAL_MESSAGES, may_reveal
 from chat.views import CHAT_PAGE_CSP, RevealSerializer, _page_text
 from governance.models import PiiKindChoice, Tier
 from governance.pii.kinds import TOKEN_LABELS, PiiKind
+from owlai.times import api_time
 from sharing import serializers as api
 from sharing.fork import share_link_fork
 from sharing.models import ShareLink
@@ -53,9 +54,9 @@ def _link_json(link: ShareLink) -> dict:
         "conversation": str(link.conversation_id),
         "title": link.conversation.title,
         "up_to_turn": link.up_to_turn_id,
-        "created_at": link.created_at.isoformat(),
-        "expires_at": link.expires_at.isoformat(),
-        "revoked_at": link.revoked_at.isoformat() if link.revoked_at else None,
+        "created_at": api_time(link.created_at),
+        "expires_at": api_time(link.expires_at),
+        "revoked_at": api_time(link.revoked_at),
         "status": _status(link),
     }
 
@@ -119,7 +120,7 @@ def _shared_json(link: ShareLink, viewer) -> dict:
         "owner": link.owner.get_username(),
         "is_owner": link.owner_id == viewer.pk,
         "tier": link.conversation.tier,
-        "expires_at": link.expires_at.isoformat(),
+        "expires_at": api_time(link.expires_at),
         "may_reveal": permitted,
         "reveal_refusal": "" if permitted else str(REFUSAL_MESSAGES["not permitted"]),
         "items": shared_items(link=link),

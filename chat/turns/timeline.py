@@ -12,6 +12,7 @@ from chat.protocol import ServerEvent
 from chat.turns import statements as sql
 from governance.models import LlmModel
 from owlai import prepared
+from owlai.times import api_time
 
 logger = logging.getLogger(__name__)
 
@@ -130,7 +131,7 @@ def conversation_timeline(
 
 
 def _iso(moment) -> str | None:
-    return moment.isoformat() if moment else None
+    return api_time(moment)
 
 
 def _steps_by_call(conversation: Conversation) -> dict[tuple[int, str], dict]:
