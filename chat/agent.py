@@ -165,6 +165,7 @@ def fit_history(messages: list[dict], *, budget: int, current: int) -> list[dict
 # What `interruption` may answer before a model or tool call (None: go on).
 ABANDONED = "abandoned"  # no longer this loop's to run (deleted, failed elsewhere)
 CANCELLED = "cancelled"  # the owner pressed Stop
+HANDOVER = "handover"  # this worker is stopping: another one continues the turn (chat.turns.handover)
 
 
 class TurnAbandoned(Exception):
@@ -173,7 +174,8 @@ class TurnAbandoned(Exception):
 
 @dataclass(frozen=True)
 class LoopState:
-    """Where a loop stopped to wait for an approval, as plain JSON values:
+    """Where a loop stopped to wait for an approval (or to be handed to
+    another worker, chat.turns.handover), as plain JSON values:
     this turn's messages so far (`new`, ending with the assistant entry whose
     tool calls are not all done), the model calls made (`steps`), and the tool
     calls of that entry not yet run (`pending`; the first one waits for the
@@ -186,21 +188,39 @@ class LoopState:
     steps: int
     pending: list[dict]
     session: dict | None = None
+    # Whether the first pending call's `tool.started` was sent (an approval
+    # wait: yes; a handover before a call: no). A handover between model
+    # calls has no pending call at all: the resumed loop asks the model next.
+    first_announced: bool = True
 
     def as_json(self) -> dict:
-        return {"new": self.new, "steps": self.steps, "pending": self.pending, "session": self.session}
+        return {
+            "new": self.new,
+            "steps": self.steps,
+            "pending": self.pending,
+            "session": self.session,
+            "first_announced": self.first_announced,
+        }
 
     @classmethod
     def from_json(cls, value: dict) -> LoopState:
         pending = value.get("pending") or []
-        if not isinstance(value.get("new"), list) or not isinstance(value.get("steps"), int) or not pending:
+        if not isinstance(value.get("new"), list) or not isinstance(value.get("steps"), int):
+            raise ValueError("not a suspended loop's state")
+        if not isinstance(pending, list) or (not pending and not value.get("new")):
             raise ValueError("not a suspended loop's state")
         session = value.get("session")
         if session is None and "approval_id" in value:
             # Stored before the session travelled in the loop state: the
             # decision still applies (tools it loaded are searched again).
             session = {"states": {}, "approval_id": value.get("approval_id")}
-        return cls(new=list(value["new"]), steps=value["steps"], pending=list(pending), session=session)
+        return cls(
+            new=list(value["new"]),
+            steps=value["steps"],
+            pending=list(pending),
+            session=session,
+            first_announced=value.get("first_announced", True) is not False,
+        )
 
 
 class TurnSuspended(Exception):
@@ -216,6 +236,15 @@ class TurnSuspended(Exception):
 
 def _call_json(call: ToolCall) -> dict:
     return {"id": call.id, "name": call.name, "arguments": call.arguments}
+
+
+class TurnHandedOver(Exception):
+    """`interruption` said HANDOVER at a point where nothing is in flight
+    (before a model or tool call): `state` is where another worker continues."""
+
+    def __init__(self, state: LoopState) -> None:
+        super().__init__("handed over")
+        self.state = state
 
 
 class TurnCancelled(Exception):
@@ -301,7 +330,7 @@ def run_agent_loop(
     budget = history_chars or history_budget(ctx)
     current = max((i for i, m in enumerate(messages) if m["role"] == "user"), default=len(messages))
 
-    def check() -> None:
+    def check(pending: list[ToolCall] = (), *, announced: bool = False, handover: bool = True) -> None:
         # E.g. the owner deleted the conversation: stop before the next
         # model or tool call rather than finish a turn nobody may see.
         state = interruption() if interruption is not None else None
@@ -309,10 +338,13 @@ def run_agent_loop(
             raise TurnAbandoned
         if state == CANCELLED:
             raise TurnCancelled(new)
+        if state == HANDOVER and handover:
+            pending_json = [_call_json(c) for c in pending]
+            raise TurnHandedOver(LoopState(new=list(new), steps=steps, pending=pending_json, first_announced=announced))
 
     def run_calls(calls: list[ToolCall], *, first_announced: bool) -> None:
         for index, call in enumerate(calls):
-            check()
+            check(calls[index:], announced=index == 0 and first_announced)
             if not (index == 0 and first_announced):
                 emit(ServerEvent.TOOL_STARTED, step_started_payload(call, session))
             started = time.perf_counter()
@@ -327,7 +359,7 @@ def run_agent_loop(
 
     if resume is not None:
         waiting = [ToolCall(id=c["id"], name=c["name"], arguments=c["arguments"]) for c in resume.pending]
-        run_calls(waiting, first_announced=True)
+        run_calls(waiting, first_announced=resume.first_announced)
     while steps < max_steps:
         check()
         stream = TokenSafeStream(lambda text: emit(ServerEvent.MESSAGE_DELTA, {"text": text}))
@@ -338,8 +370,9 @@ def run_agent_loop(
         stream.flush()
         new.append(_assistant_entry(reply))
         # Stop pressed while the model answered: what streamed stays, the
-        # turn ends cancelled rather than completed.
-        check()
+        # turn ends cancelled rather than completed. (A handover waits for the
+        # first tool call's check: a final answer just ends the turn.)
+        check(handover=False)
         if not reply.tool_calls:
             emit(ServerEvent.MESSAGE_COMPLETED, {"text": reply.content})
             return LoopResult(new_messages=new, final_text=reply.content, step_limit_hit=False)

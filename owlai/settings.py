@@ -269,6 +269,11 @@ CELERY_BEAT_SCHEDULE = {
 OWLAI_SWEEP_TICK_SECONDS = env.float("OWLAI_SWEEP_TICK_SECONDS", default=1.0)
 OWLAI_WORKER_HEARTBEAT_SECONDS = env.float("OWLAI_WORKER_HEARTBEAT_SECONDS", default=10.0)
 OWLAI_BEAT_HEARTBEAT_SECONDS = env.float("OWLAI_BEAT_HEARTBEAT_SECONDS", default=10.0)
+# A worker told to stop (SIGTERM) hands its running turns to other workers at
+# their next safe point; those still inside one call near the end of this
+# grace period (the supervisor's stop timeout: systemd TimeoutStopSec,
+# Kubernetes terminationGracePeriodSeconds) fail visibly (chat.turns.handover).
+OWLAI_WORKER_SHUTDOWN_GRACE_SECONDS = env.float("OWLAI_WORKER_SHUTDOWN_GRACE_SECONDS", default=30.0)
 # Run by one worker when the broker's Redis restarted (its run id changed).
 OWLAI_BROKER_RESTART_TASK = "chat.requeue_after_broker_restart"
 # /readyz and /metrics (owlai.health): a request passes with the bearer token

@@ -5,6 +5,7 @@ a worker changes nothing twice) together with the events it produces,
 numbered and published after commit (chat.turns.journal).
 
     queued -> running -> waiting_approval -> queued -> running ...
+                      -> queued (handed over: its worker is stopping)
                       -> completed | rejected | failed | cancelled
 """
 
@@ -141,6 +142,29 @@ def wait_for_approval(turn: Turn, emit: TurnEmitter, *, loop_state: dict, reques
     if stored is None:
         return False
     turn.status = TurnStatus.WAITING_APPROVAL
+    return True
+
+
+def hand_over(turn: Turn, emit: TurnEmitter, *, loop_state: dict) -> bool:
+    """running -> queued with the loop's state, for another worker (this one
+    is stopping: chat.turns.handover); inside the caller's transaction. No
+    event: the client sees the turn go on. False when the turn no longer runs."""
+    emit.flush()
+    stored = journal.append(
+        turn_id=turn.pk,
+        group=emit.group,
+        frames=[],
+        when=RUNNING,
+        changes={
+            "status": TurnStatus.QUEUED,
+            "loop_state": loop_state,
+            "queued_at": timezone.now(),
+            "requeued_at": None,
+        },
+    )
+    if stored is None:
+        return False
+    turn.status = TurnStatus.QUEUED
     return True
 
 

@@ -14,7 +14,17 @@ from django.utils import timezone, translation
 from django.utils.translation import gettext as _
 
 from audit.services import AuditWriteError
-from chat.agent import ABANDONED, CANCELLED, LoopState, TurnAbandoned, TurnCancelled, TurnSuspended, run_agent_loop
+from chat.agent import (
+    ABANDONED,
+    CANCELLED,
+    HANDOVER,
+    LoopState,
+    TurnAbandoned,
+    TurnCancelled,
+    TurnHandedOver,
+    TurnSuspended,
+    run_agent_loop,
+)
 from chat.approvals import ConnectorApprovalGate, requested_payload, tool_approval_create
 from chat.context import TurnContext
 from chat.executor import ToolSession, execute_tool_call, tool_definitions
@@ -23,7 +33,7 @@ from chat.model_clients import client_for
 from chat.models import Conversation, Message, MessageRole, Turn, TurnStatus, UrlReference, VaultEntry
 from chat.prompt import mention_note, mentioned_targets, turn_inputs
 from chat.protocol import ServerEvent
-from chat.turns import heartbeat, lifecycle, model_choice, origins
+from chat.turns import handover, heartbeat, lifecycle, model_choice, origins
 from chat.turns import statements as sql
 from chat.turns.emitter import TurnEmitter
 from governance.models import LlmModel, Tier
@@ -51,6 +61,10 @@ def _history(conversation: Conversation, turn: Turn) -> list[dict]:
 
 
 def turn_run(*, turn_id: int) -> None:
+    if handover.requested():
+        # This worker is stopping: the message goes back unclaimed, for another.
+        handover.pass_on(turn_id)
+        return
     turn = lifecycle.turn_claim(turn_id=turn_id)
     if turn is None:
         logger.info("turn %s is not queued (duplicate delivery, already run, or gone); nothing to do", turn_id)
@@ -75,7 +89,9 @@ def turn_run(*, turn_id: int) -> None:
             # Deleted while this turn ran: what the turn put in the vault goes
             # too. A run whose origin keeps its originals only while it runs
             # leaves none behind either.
-            if origin.vault_scope == origins.VaultScope.RUN:
+            if turn.status == TurnStatus.QUEUED:
+                pass  # handed over: the run goes on elsewhere, with its vault
+            elif origin.vault_scope == origins.VaultScope.RUN:
                 VaultEntry.objects.filter(conversation_id=turn.conversation_id).delete()
                 UrlReference.objects.filter(conversation_id=turn.conversation_id).delete()
             elif prepared.fetchall(sql.deleted(), [sql.conversation_key(turn.conversation_id)]):
@@ -228,6 +244,9 @@ def _converse(
             except TurnSuspended as suspended:
                 _suspend(turn, emit, suspended, session)
                 return
+            except TurnHandedOver as handed:
+                handover.hand_over(turn, emit, {**handed.state.as_json(), "session": session.as_json()})
+                return
     except TurnCancelled as cancelled:
         lifecycle.finish(turn, emit, TurnStatus.CANCELLED, messages=cancelled.new_messages)
         return
@@ -280,6 +299,8 @@ def _interruption(turn_id: int, emit: TurnEmitter) -> str | None:
         return ABANDONED
     if row[1] is not None:
         return CANCELLED
+    if handover.requested():
+        return HANDOVER
     return None
 
 
