@@ -34,7 +34,7 @@ _PRIORITY_SEP = "\x06\x16"
 _PRIORITY_STEPS = (0, 3, 6, 9)
 
 RECENT_TURNS = 1000
-DURATION_BUCKETS = (0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600)
+DURATION_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600)
 
 
 class PlatformCollector:
@@ -42,7 +42,9 @@ class PlatformCollector:
         up = GaugeMetricFamily("owlai_metrics_source_up", "1 if the source could be read.", labels=["source"])
         for source in (
             self._turns,
+            self._turn_failures,
             self._turn_durations,
+            self._turn_time_split,
             self._tool_calls,
             self._approvals,
             self._sweeps,
@@ -69,6 +71,48 @@ class PlatformCollector:
         for row in Turn.objects.values("status", "origin").annotate(n=Count("pk")).order_by():
             family.add_metric([row["status"], row["origin"]], row["n"])
         yield family
+
+    def _turn_failures(self):
+        """Failed turns by cause (the code the worker, the recovery job or a
+        stopping worker stored): an audit record that could not be written
+        (`audit_write`) apart from the model's faults (`model`), crashes of
+        the run (`crash`), lost and stopped workers, turns nobody started."""
+        family = GaugeMetricFamily(
+            "owlai_turn_failures",
+            "Failed turns stored, by cause (audit_write, model, crash, worker_lost, worker_stopped, ...).",
+            labels=["cause"],
+        )
+        Turn = apps.get_model("chat", "Turn")
+        rows = Turn.objects.filter(status="failed").values("failure").annotate(n=Count("pk")).order_by()
+        for row in rows:
+            family.add_metric([row["failure"] or "unrecorded"], row["n"])
+        yield family
+
+    def _turn_time_split(self):
+        """Of the last RECENT_TURNS finished turns the worker measured
+        (chat.turns.timing): the time spent waiting for the model, and the
+        rest of the time in a worker, the platform's own (context, checks,
+        audit, masking, the tools' queries, events)."""
+        Turn = apps.get_model("chat", "Turn")
+        rows = (
+            Turn.objects.filter(finished_at__isnull=False, run_ms__isnull=False)
+            .order_by("-pk")
+            .values_list("run_ms", "model_ms")[:RECENT_TURNS]
+        )
+        model, platform = [], []
+        for run_ms, model_ms in rows:
+            model.append((model_ms or 0) / 1000)
+            platform.append(max(run_ms - (model_ms or 0), 0) / 1000)
+        yield _gauge_histogram(
+            "owlai_recent_turn_model_wait_seconds",
+            f"Time a turn waited for its model, last {RECENT_TURNS} measured turns.",
+            model,
+        )
+        yield _gauge_histogram(
+            "owlai_recent_turn_platform_seconds",
+            f"Time a turn spent in a worker not waiting for its model, last {RECENT_TURNS} measured turns.",
+            platform,
+        )
 
     def _turn_durations(self):
         """Of the last RECENT_TURNS finished turns (newest by id: an index

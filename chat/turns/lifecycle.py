@@ -23,6 +23,7 @@ from chat.protocol import ServerEvent
 from chat.turns import journal
 from chat.turns import statements as sql
 from chat.turns.emitter import TurnEmitter, make_emitter
+from chat.turns.timing import clock_changes
 from owlai import prepared
 
 logger = logging.getLogger(__name__)
@@ -90,6 +91,7 @@ def finish(
     error: str = "",
     frames: list[tuple[str, dict]] = (),
     messages: list[dict] = (),
+    failure: str = "",
 ) -> bool:
     """running -> completed | rejected | failed | cancelled: the status, the
     turn's messages and its last events (what the emitter holds, `frames`,
@@ -103,7 +105,14 @@ def finish(
         group=emit.group,
         frames=[*emit.take_held(), *frames, (ServerEvent.TURN_FINISHED, {"status": status})],
         when=RUNNING,
-        changes={"status": status, "error": error, "finished_at": now, "loop_state": None},
+        changes={
+            "status": status,
+            "error": error,
+            "finished_at": now,
+            "loop_state": None,
+            "failure": failure,
+            **clock_changes(turn),
+        },
         rows=message_rows(turn, messages),
     )
     if stored is None:
@@ -117,13 +126,16 @@ def reject(turn: Turn, emit: TurnEmitter, reason: str) -> None:
     finish(turn, emit, TurnStatus.REJECTED, error=reason, frames=[(ServerEvent.TURN_REJECTED, {"reason": reason})])
 
 
-def fail(turn: Turn, emit: TurnEmitter, message: str) -> None:
+def fail(turn: Turn, emit: TurnEmitter, message: str, *, failure: str = "error") -> None:
+    """`failure`: the fixed code of the cause (audit_write, model, crash, ...),
+    stored for /metrics; the client is told `message`."""
     finish(
         turn,
         emit,
         TurnStatus.FAILED,
         error=message,
         frames=[(ServerEvent.ERROR, {"code": "turn_failed", "message": message})],
+        failure=failure,
     )
 
 
@@ -137,7 +149,7 @@ def wait_for_approval(turn: Turn, emit: TurnEmitter, *, loop_state: dict, reques
         group=emit.group,
         frames=[(ServerEvent.APPROVAL_REQUESTED, requested)],
         when=RUNNING,
-        changes={"status": TurnStatus.WAITING_APPROVAL, "loop_state": loop_state},
+        changes={"status": TurnStatus.WAITING_APPROVAL, "loop_state": loop_state, **clock_changes(turn)},
     )
     if stored is None:
         return False
@@ -160,6 +172,7 @@ def hand_over(turn: Turn, emit: TurnEmitter, *, loop_state: dict) -> bool:
             "loop_state": loop_state,
             "queued_at": timezone.now(),
             "requeued_at": None,
+            **clock_changes(turn),
         },
     )
     if stored is None:
@@ -225,7 +238,7 @@ def fail_abandoned(turn: Turn, *, condition: Q, code: str, message: str) -> bool
     any) finds it no longer running and writes nothing more."""
     with transaction.atomic():
         if not Turn.objects.filter(condition, pk=turn.pk).update(
-            status=TurnStatus.FAILED, error=message, finished_at=timezone.now()
+            status=TurnStatus.FAILED, error=message, finished_at=timezone.now(), failure=code
         ):
             return False  # finished or claimed meanwhile
         journal.append(

@@ -36,6 +36,7 @@ from chat.protocol import ServerEvent
 from chat.turns import handover, heartbeat, lifecycle, model_choice, origins
 from chat.turns import statements as sql
 from chat.turns.emitter import TurnEmitter
+from chat.turns.timing import TurnClock
 from governance.models import LlmModel, Tier
 from owlai import prepared
 from owlai.install_config import ProviderKind
@@ -69,6 +70,7 @@ def turn_run(*, turn_id: int) -> None:
     if turn is None:
         logger.info("turn %s is not queued (duplicate delivery, already run, or gone); nothing to do", turn_id)
         return
+    turn.clock = TurnClock(run_ms=turn.run_ms, model_ms=turn.model_ms)
     # Everything the turn says (rejections, failures, the executor's reasons,
     # the demo model's replies) is in the language resolved at turn start.
     with heartbeat.TurnHeartbeat(turn.pk), translation.override(lifecycle.turn_language(turn)):
@@ -175,10 +177,10 @@ def _resume(turn: Turn) -> None:
         )
     except Exception:
         logger.exception("turn %s: its stored state cannot be resumed", turn.pk)
-        lifecycle.fail(turn, emit, _("The turn could not be resumed."))
+        lifecycle.fail(turn, emit, _("The turn could not be resumed."), failure="resume")
         return
     if model is None or not model.usable or model.provider.tier != turn.tier:
-        lifecycle.fail(turn, emit, _("The model of this turn is no longer available."))
+        lifecycle.fail(turn, emit, _("The model of this turn is no longer available."), failure="model_gone")
         return
     ctx = _turn_context(turn, conversation, model, tier=turn.tier)
     try:
@@ -186,7 +188,7 @@ def _resume(turn: Turn) -> None:
         session = ToolSession.from_json(ctx, stored_session, approvals=ConnectorApprovalGate())
     except ValueError:
         logger.exception("turn %s: its stored tool session cannot be restored", turn.pk)
-        lifecycle.fail(turn, emit, _("The turn could not be resumed."))
+        lifecycle.fail(turn, emit, _("The turn could not be resumed."), failure="resume")
         return
     _converse(turn, emit, ctx, model, session, resume=state)
 
@@ -219,6 +221,7 @@ def _converse(
         )
         if settings.OWLAI_MODEL_WAIT_RELEASES_DB:
             client = _ReleasingDbClient(client)
+        client = turn.clock.timed(client) if getattr(turn, "clock", None) else client
         # The run's tool session (the tools' per-run state, e.g. connector
         # sessions reused by their calls) closes when this block ends:
         # finished, failed or waiting.
@@ -255,14 +258,15 @@ def _converse(
         return
     except AuditWriteError:
         logger.exception("audit write failed; tool result withheld")
-        lifecycle.fail(turn, emit, _("The action could not be recorded in the audit log, so its result was withheld."))
+        message = _("The action could not be recorded in the audit log, so its result was withheld.")
+        lifecycle.fail(turn, emit, message, failure="audit_write")
         return
     except ModelError as exc:
-        lifecycle.fail(turn, emit, _("The model call failed: %(error)s") % {"error": exc})
+        lifecycle.fail(turn, emit, _("The model call failed: %(error)s") % {"error": exc}, failure="model")
         return
     except Exception:
         logger.exception("turn %s crashed", turn.pk)
-        lifecycle.fail(turn, emit, _("The turn failed unexpectedly."))
+        lifecycle.fail(turn, emit, _("The turn failed unexpectedly."), failure="crash")
         return
 
     final_text = result.final_text
