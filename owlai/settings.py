@@ -54,6 +54,8 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # Every log line of a request names its id (owlai.logs).
+    "owlai.logs.RequestIdMiddleware",
     "django.middleware.security.SecurityMiddleware",
     # Static files (STATIC_ROOT, filled by collectstatic) from the app server
     # itself, daphne included: Django's ASGI handler runs this middleware too,
@@ -346,10 +348,23 @@ OWLAI_FIELD_KEY = env.str("OWLAI_FIELD_KEY", default="")
 # Django's database sessions, read with a prepared statement (accounts.sessions).
 SESSION_ENGINE = "accounts.sessions"
 
+# OWLAI_LOG_FORMAT=json: one JSON object per line, with the request and run
+# ids (owlai.logs); "text" (the default): plain lines, the ids on the record.
+OWLAI_LOG_FORMAT = env.str("OWLAI_LOG_FORMAT", default="text")
+if OWLAI_LOG_FORMAT not in ("text", "json"):
+    raise ImproperlyConfigured("OWLAI_LOG_FORMAT must be text or json")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "filters": {"context": {"()": "owlai.logs.ContextFilter"}},
+    "formatters": {"json": {"()": "owlai.logs.json_formatter"}},
+    "handlers": {
+        "console": {
+            "class": "logging.StreamHandler",
+            "filters": ["context"],
+            **({"formatter": "json"} if OWLAI_LOG_FORMAT == "json" else {}),
+        }
+    },
     "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="INFO")},
     # A line per model request at INFO (the URL, the status) is the client
     # library's, not ours: noise in a worker's log, and its CPU on every turn.

@@ -7,6 +7,7 @@ before the grace period is over (chat.turns.handover)."""
 
 from __future__ import annotations
 
+import json
 import signal
 import threading
 import time
@@ -79,6 +80,14 @@ def _long_turns(stack, model) -> None:
     stack.fake.script = [model] * 1000
 
 
+def _json_lines(log) -> list[dict]:
+    lines = []
+    for line in log.read_text().splitlines():
+        if line.startswith("{"):
+            lines.append(json.loads(line))
+    return lines
+
+
 def _terminate(stack, name: str) -> None:
     stack.procs[name].send_signal(signal.SIGTERM)  # by PID, as systemd or docker stop does
 
@@ -88,6 +97,7 @@ def test_sigterm_hands_running_turns_to_another_worker(bare_stack, django_user_m
     model = LongModel(hold_at=2)
     _long_turns(stack, model)
     stack.env["OWLAI_WORKER_SHUTDOWN_GRACE_SECONDS"] = str(GRACE)
+    stack.env["OWLAI_LOG_FORMAT"] = "json"  # the worker's lines name their run (owlai.logs)
     stack.start_worker(2, pool="threads", name="worker")
     wait_for(lambda: ProcessHeartbeat.objects.filter(kind="worker").exists(), 30, "worker heartbeat")
 
@@ -126,7 +136,8 @@ def test_sigterm_hands_running_turns_to_another_worker(bare_stack, django_user_m
             assert [e["type"] for e in events].count("turn.accepted") == 1
             assert [e["seq"] for e in events] == list(range(1, len(events) + 1))
         assert ToolCallAudit.objects.count() == 2 * STEPS
-        assert old.log.read_text().count("handed over (worker stopping)") == 2
+        handed = [line for line in _json_lines(old.log) if "handed over (worker stopping)" in line["message"]]
+        assert sorted(line["run_id"] for line in handed) == sorted(str(events[-1]["turn_id"]) for events in results)
         # The second worker took both turns up where they stopped.
         assert stack.procs["worker-b"].log.read_text().count("Task chat.run_turn[") >= 2
         assert not Turn.objects.filter(status__in=[TurnStatus.QUEUED, TurnStatus.RUNNING]).exists()

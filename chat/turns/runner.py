@@ -38,7 +38,7 @@ from chat.turns import statements as sql
 from chat.turns.emitter import TurnEmitter
 from chat.turns.timing import TurnClock
 from governance.models import LlmModel, Tier
-from owlai import prepared
+from owlai import logs, prepared
 from owlai.install_config import ProviderKind
 
 logger = logging.getLogger(__name__)
@@ -72,8 +72,13 @@ def turn_run(*, turn_id: int) -> None:
         return
     turn.clock = TurnClock(run_ms=turn.run_ms, model_ms=turn.model_ms)
     # Everything the turn says (rejections, failures, the executor's reasons,
-    # the demo model's replies) is in the language resolved at turn start.
-    with heartbeat.TurnHeartbeat(turn.pk), translation.override(lifecycle.turn_language(turn)):
+    # the demo model's replies) is in the language resolved at turn start;
+    # every log line of it names the run (owlai.logs).
+    with (
+        heartbeat.TurnHeartbeat(turn.pk),
+        translation.override(lifecycle.turn_language(turn)),
+        logs.run_context(turn.pk),
+    ):
         try:
             origin = origins.origin_named(turn.origin)
         except origins.UnknownOrigin:
