@@ -53,7 +53,7 @@ def test_an_id_that_does_not_look_like_one_is_replaced():
     assert Client().get("/healthz")["X-Request-ID"] != given  # a new one per request
 
 
-def test_a_run_s_lines_carry_the_turn_id(personas, scripted_models, fake, json_lines, audit_inserts_refused):
+def test_a_run_s_lines_carry_the_turn_id(personas, scripted_models, fake, json_lines, audit_inserts_refused):  # noqa: F811
     fake.script = [tool_call("run_sql", {"connection": "sales", "sql": "SELECT name FROM customers"}), text("x")]
     turn = start_and_run(conversation_create(owner=personas.staff), personas.staff, "고객 이름")
     assert turn.status == "failed"

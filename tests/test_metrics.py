@@ -155,7 +155,7 @@ def _failures(samples, cause):
     return samples.get(("owlai_turn_failures", (("cause", cause),)), 0)
 
 
-def test_an_audit_write_refused_is_its_own_failure_cause(personas, scripted_models, fake, audit_inserts_refused):
+def test_an_audit_write_refused_is_its_own_failure_cause(personas, scripted_models, fake, audit_inserts_refused):  # noqa: F811
     before = scrape()
     assert _failures(before, "audit_write") == 0
     fake.script = [tool_call("run_sql", {"connection": "sales", "sql": "SELECT name FROM customers"}), text("x")]
@@ -166,7 +166,7 @@ def test_an_audit_write_refused_is_its_own_failure_cause(personas, scripted_mode
     assert _failures(after, "crash") == 0 and _failures(after, "model") == 0
 
 
-def test_a_crashed_run_and_a_lost_worker_are_counted_apart_from_audit(personas, scripted_models, fake, monkeypatch):
+def test_a_crashed_run_and_a_lost_worker_are_counted_apart_from_audit(personas, scripted_models, fake, monkeypatch):  # noqa: F811
     def crash(**kwargs):
         raise RuntimeError("a bug")
 
@@ -183,7 +183,7 @@ def test_a_crashed_run_and_a_lost_worker_are_counted_apart_from_audit(personas, 
     assert _failures(samples, "audit_write") == 0
 
 
-def test_model_wait_and_platform_time_are_measured_by_the_worker(personas, scripted_models, fake):
+def test_model_wait_and_platform_time_are_measured_by_the_worker(personas, scripted_models, fake):  # noqa: F811
     fake.delay = 0.3  # the model takes at least this long
     fake.script = [tool_call("run_sql", {"connection": "sales", "sql": "SELECT count(*) FROM customers"}), text("3")]
     turn = start_and_run(conversation_create(owner=personas.staff), personas.staff, "고객 수?")
@@ -198,7 +198,7 @@ def test_model_wait_and_platform_time_are_measured_by_the_worker(personas, scrip
     assert samples[(f"{wait}_bucket", (("le", "0.5"),))] == 0  # 0.6 s or more
 
 
-def test_a_resumed_run_adds_up_its_parts(personas, scripted_models, fake):
+def test_a_resumed_run_adds_up_its_parts(personas, scripted_models, fake):  # noqa: F811
     from chat.turns.timing import TurnClock
 
     clock = TurnClock(run_ms=1500, model_ms=1000)

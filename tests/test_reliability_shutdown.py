@@ -17,12 +17,11 @@ import pytest
 from audit.models import ToolCallAudit
 from chat.models import Turn, TurnEvent, TurnStatus
 from owlai.ops.models import ProcessHeartbeat
-from tests.support.fake_llm import Reply, text, tool_call
+from tests.support.fake_llm import FakeLLMServer, Reply, text, tool_call
 from tests.support.fault_helpers import in_turn_language, wait_exit
+from tests.support.stack import Stack, process_env, scripted_provider
 from tests.test_e2e_chat import staff_with_grant
 from tests.test_reliability import SQL, clients_for
-from tests.support.fake_llm import FakeLLMServer
-from tests.support.stack import Stack, process_env, scripted_provider
 from tests.test_reliability_beat import FAST, wait_for
 
 pytestmark = [pytest.mark.services, pytest.mark.e2e, pytest.mark.django_db(transaction=True)]

@@ -69,13 +69,16 @@ def _full_disk(fd, mode="r", encoding=None, **kwargs):
     return _FillsUp(io.FileIO(fd, "w"), encoding=encoding)
 
 
-def _ask(personas, fake):
-    fake.script = [tool_call("run_sql", {"connection": "sales", "sql": SQL}), text("결과가 너무 커서 못 보여 드립니다.")]
+def _ask(personas, fake):  # noqa: F811
+    fake.script = [
+        tool_call("run_sql", {"connection": "sales", "sql": SQL}),
+        text("결과가 너무 커서 못 보여 드립니다."),
+    ]
     conversation = conversation_create(owner=personas.staff)
     return conversation, start_and_run(conversation, personas.staff, "고객 전부 보여 줘")
 
 
-def _assert_withheld_and_closed(conversation, turn, fake, events, code: str) -> None:
+def _assert_withheld_and_closed(conversation, turn, fake, events, code: str) -> None:  # noqa: F811
     assert turn.status == "completed", turn.error  # the turn goes on: the model was told
     started = [e for e in events if e["type"] == "tool.started"]
     finished = [e for e in events if e["type"] == "tool.finished"]
@@ -100,14 +103,19 @@ def _assert_withheld_and_closed(conversation, turn, fake, events, code: str) -> 
 
 
 def test_a_read_only_spill_folder_fails_the_step_and_the_audit_says_failed(
-    personas, scripted_models, fake, events, spilling, monkeypatch
+    personas,
+    scripted_models,  # noqa: F811
+    fake,  # noqa: F811
+    events,  # noqa: F811
+    spilling,
+    monkeypatch,
 ):
     monkeypatch.setattr(shaping.os, "open", _refusing_open(errno.EROFS))
     conversation, turn = _ask(personas, fake)
     _assert_withheld_and_closed(conversation, turn, fake, events, "EROFS")
 
 
-def test_a_full_disk_leaves_no_truncated_spill_file(personas, scripted_models, fake, events, spilling, monkeypatch):
+def test_a_full_disk_leaves_no_truncated_spill_file(personas, scripted_models, fake, events, spilling, monkeypatch):  # noqa: F811
     _FillsUp.room = 40
     written = []
     real_replace = os.replace
@@ -156,7 +164,12 @@ def test_a_real_file_size_limit_in_a_worker_process_removes_the_partial_file(tmp
 
 
 def test_an_outcome_that_cannot_be_recorded_removes_its_spill_file(
-    personas, scripted_models, fake, events, spilling, monkeypatch
+    personas,
+    scripted_models,  # noqa: F811
+    fake,  # noqa: F811
+    events,  # noqa: F811
+    spilling,
+    monkeypatch,
 ):
     def refused(**kwargs):
         raise AuditWriteError("audit record could not be written: OperationalError")
@@ -170,7 +183,7 @@ def test_an_outcome_that_cannot_be_recorded_removes_its_spill_file(
     assert list(folder.iterdir()) == []
 
 
-def test_a_spill_that_works_is_still_offered_to_read_spill(personas, scripted_models, fake, events, spilling):
+def test_a_spill_that_works_is_still_offered_to_read_spill(personas, scripted_models, fake, events, spilling):  # noqa: F811
     conversation, turn = _ask(personas, fake)
     assert turn.status == "completed"
     (name,) = spill_files(conversation.pk)

@@ -41,7 +41,13 @@ def _stop_during(reply):
 
 @pytest.mark.parametrize("stop_while", ["model call before a tool call", "model call after a tool call"])
 def test_a_handed_over_turn_continues_where_it_stopped(
-    personas, scripted_models, fake, events, stopping, stop_while, django_capture_on_commit_callbacks
+    personas,
+    scripted_models,  # noqa: F811
+    fake,  # noqa: F811
+    events,  # noqa: F811
+    stopping,
+    stop_while,
+    django_capture_on_commit_callbacks,
 ):
     first = tool_call("run_sql", {"connection": "sales", "sql": SQL}, call_id="call_a")
     second = tool_call("run_sql", {"connection": "sales", "sql": SQL}, call_id="call_b")
@@ -75,7 +81,7 @@ def test_a_handed_over_turn_continues_where_it_stopped(
     assert len(fake.requests) == 3  # no model call repeated
 
 
-def test_the_deadline_fails_what_still_runs_here(personas, scripted_models, monkeypatch):
+def test_the_deadline_fails_what_still_runs_here(personas, scripted_models, monkeypatch):  # noqa: F811
     conversation = conversation_create(owner=personas.staff)
     turn = turn_start(conversation=conversation, user=personas.staff, text="고객 수?", model=None)
     Turn.objects.filter(pk=turn.pk).update(status=TurnStatus.RUNNING)
