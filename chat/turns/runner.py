@@ -253,7 +253,11 @@ def _converse(
                 _suspend(turn, emit, suspended, session)
                 return
             except TurnHandedOver as handed:
-                handover.hand_over(turn, emit, {**handed.state.as_json(), "session": session.as_json()})
+                # Stopped just before the call an approval was decided for:
+                # the decision travels with it (the gate applies it only to that call).
+                waited = session.resuming if handed.state.pending and handed.state.first_announced else None
+                stored = {**handed.state.as_json(), "session": session.as_json(waiting_for=waited)}
+                handover.hand_over(turn, emit, stored)
                 return
     except TurnCancelled as cancelled:
         lifecycle.finish(turn, emit, TurnStatus.CANCELLED, messages=cancelled.new_messages)
