@@ -207,7 +207,7 @@ class LoopState:
         pending = value.get("pending") or []
         if not isinstance(value.get("new"), list) or not isinstance(value.get("steps"), int):
             raise ValueError("not a suspended loop's state")
-        if not isinstance(pending, list) or (not pending and not value.get("new")):
+        if not isinstance(pending, list):
             raise ValueError("not a suspended loop's state")
         session = value.get("session")
         if session is None and "approval_id" in value:
