@@ -63,3 +63,30 @@ def test_a_run_s_lines_carry_the_turn_id(personas, scripted_models, fake, json_l
     # Outside the run, no run id.
     logging.getLogger("owlai.test").warning("after the run")
     assert json_lines()[-1]["run_id"] == ""
+
+
+def test_the_setting_makes_a_process_log_json_lines():
+    """OWLAI_LOG_FORMAT=json through settings.LOGGING, as daphne and manage.py load it."""
+    import os
+    import subprocess
+    import sys
+
+    from tests.support.stack import ROOT
+
+    code = "import django, logging; django.setup(); logging.getLogger('owlai.check').warning('json %s', 'line')"
+    for fmt, is_json in (("json", True), ("text", False)):
+        done = subprocess.run(
+            [sys.executable, "-c", code],
+            cwd=ROOT,
+            env={**os.environ, "DJANGO_SETTINGS_MODULE": "owlai.settings", "OWLAI_LOG_FORMAT": fmt},
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        last = done.stderr.strip().splitlines()[-1]
+        if is_json:
+            line = json.loads(last)
+            assert (line["message"], line["level"], line["logger"]) == ("json line", "WARNING", "owlai.check")
+            assert line["request_id"] == "" and line["run_id"] == ""
+        else:
+            assert last == "json line"
