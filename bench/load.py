@@ -12,8 +12,13 @@ i.e. the platform's overhead (queueing for a worker slot, database, Redis,
 websocket), as p50/p95/p99; the peak number of database connections
 (pg_stat_activity) during the run; and how many turns finished.
 
+`--metrics-cost SECONDS` runs each N twice in the same run, without and
+with /metrics scraped every SECONDS (as Prometheus would, from loopback), and
+reports what the scrapes cost: each scrape's time and size, and the overhead
+and CPU per turn with and without them.
+
 Usage: .venv/bin/python bench/load.py [--n 50 200] [--turns 2] [--delay 1.0]
-    [--pool threads|prefork] [--workers 2] [--concurrency 32] [--smoke]
+    [--pool threads|prefork] [--workers 2] [--concurrency 32] [--metrics-cost 1] [--smoke]
 Creates its own throwaway PostgreSQL database and its own redis-server on a
 free port (needs PostgreSQL on 127.0.0.1:5432, or OWLAI_BENCH_PG_ADMIN_URL).
 The last line is the headline. Goal: at N = 50 with a 1 s model, p95
@@ -57,6 +62,13 @@ def main() -> None:
         action="store_false",
         help="measure from the first turn (by default each conversation runs one unmeasured turn first)",
     )
+    parser.add_argument(
+        "--metrics-cost",
+        type=float,
+        default=0.0,
+        metavar="SECONDS",
+        help="run each N without and with /metrics scraped every SECONDS, and report both",
+    )
     parser.add_argument("--smoke", action="store_true", help="tiny sizes, seconds: proves the bench still runs")
     args = parser.parse_args()
     # Stopped from outside (a test's timeout, Ctrl-C in a terminal sends
@@ -66,6 +78,7 @@ def main() -> None:
     if args.smoke:
         args.n, args.turns, args.delay, args.workers, args.concurrency = [4], 1, 0.2, 1, 4
         args.timeout = 30.0
+        args.metrics_cost = args.metrics_cost or 0.2  # the scraping phase runs too
 
     import psycopg
 
@@ -162,9 +175,13 @@ models = ["inhouse-model"]
         freeze_startup_objects()
         results = []
         for n in args.n:
-            conversations = [conversation_create(owner=user).pk for _ in range(n)]
-            pids = {name: proc.pid for name, proc in stack.procs.items()} | {"model": fake.pid}
-            results.append(measure(stack.port, cookie, conversations, args, admin_url, bench_db, pids))
+            # Without scrapes first, then (same processes, new conversations) with them.
+            for scrape_every in [0.0, args.metrics_cost] if args.metrics_cost else [0.0]:
+                conversations = [conversation_create(owner=user).pk for _ in range(n)]
+                pids = {name: proc.pid for name, proc in stack.procs.items()} | {"model": fake.pid}
+                results.append(
+                    measure(stack.port, cookie, conversations, args, admin_url, bench_db, pids, scrape_every)
+                )
     except BaseException:
         print(stack.logs(), file=sys.stderr)
         raise
@@ -190,9 +207,11 @@ models = ["inhouse-model"]
             f"CPU per turn: web {r['cpu_web_ms']:.0f} ms, workers {r['cpu_workers_ms']:.0f} ms, "
             f"model/redis/beat {r['cpu_other_ms']:.0f} ms, PostgreSQL {r['cpu_db_ms']:.0f} ms, "
             f"clients {r['cpu_client_ms']:.0f} ms, "
-            f"peak DB connections {r['peak_db']}"
+            f"peak DB connections {r['peak_db']}{_scrape_note(r)}"
             f"{', refused: ' + ', '.join(r['errors']) if r['errors'] else ''} [{setup}]"
         )
+    if args.metrics_cost:
+        print(_metrics_cost(results, args.metrics_cost))
     print(
         "headline: "
         + "; ".join(
@@ -202,6 +221,76 @@ models = ["inhouse-model"]
         )
         + f" [{setup}] (goal: N=50 p95 <= 500 ms; N=200 none stuck)"
     )
+
+
+def _scrape_note(r: dict) -> str:
+    if not r["scrape_every"]:
+        return ", /metrics not scraped"
+    return (
+        f", /metrics scraped every {r['scrape_every']:g}s: {r['scrapes']} scrapes ({r['scrape_failures']} failed), "
+        f"p50 {r['scrape_p50']:.0f} / p95 {r['scrape_p95']:.0f} ms, {r['scrape_bytes']} bytes"
+    )
+
+
+def _metrics_cost(results: list[dict], every: float) -> str:
+    """Each N's runs without and with scrapes, side by side."""
+    parts = []
+    for without, with_ in zip(results[::2], results[1::2], strict=True):
+        parts.append(
+            f"N={without['n']}: overhead p50 {without['p50']:.0f} -> {with_['p50']:.0f} ms, "
+            f"p95 {without['p95']:.0f} -> {with_['p95']:.0f} ms; CPU per turn web {without['cpu_web_ms']:.0f} -> "
+            f"{with_['cpu_web_ms']:.0f} ms, PostgreSQL {without['cpu_db_ms']:.0f} -> {with_['cpu_db_ms']:.0f} ms; "
+            f"one scrape p50 {with_['scrape_p50']:.0f} / p95 {with_['scrape_p95']:.0f} ms "
+            f"({with_['scrapes']} in the run)"
+        )
+    return f"metrics cost (without -> with /metrics every {every:g}s): " + "; ".join(parts)
+
+
+class _Scraper:
+    """GET /metrics every `every` seconds from loopback (allowed by default:
+    OWLAI_OPS_ALLOWED_NETWORKS), timing each answer."""
+
+    def __init__(self, port: int, every: float) -> None:
+        self.url = f"http://127.0.0.1:{port}/metrics"
+        self.every = every
+        self.times: list[float] = []
+        self.failures = 0
+        self.size = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+
+    def __enter__(self) -> _Scraper:
+        if self.every:
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        if self.every:
+            self._thread.join()
+
+    def _loop(self) -> None:
+        import urllib.request
+
+        while not self._stop.wait(self.every):
+            started = time.perf_counter()
+            try:
+                with urllib.request.urlopen(self.url, timeout=30) as response:
+                    self.size = len(response.read())
+                self.times.append((time.perf_counter() - started) * 1000)
+            except OSError:
+                self.failures += 1
+
+    def figures(self) -> dict:
+        times = sorted(self.times) or [float("nan")]
+        return {
+            "scrape_every": self.every,
+            "scrapes": len(self.times),
+            "scrape_failures": self.failures,
+            "scrape_p50": statistics.median(times),
+            "scrape_p95": times[min(len(times) - 1, int(round(0.95 * (len(times) - 1))))],
+            "scrape_bytes": self.size,
+        }
 
 
 def cpu_seconds(pid: int) -> float:
@@ -227,7 +316,14 @@ def postgres_cpu_seconds() -> float:
 
 
 def measure(
-    port: int, cookie: str, conversations: list, args, admin_url: str, bench_db: str, pids: dict[str, int]
+    port: int,
+    cookie: str,
+    conversations: list,
+    args,
+    admin_url: str,
+    bench_db: str,
+    pids: dict[str, int],
+    scrape_every: float = 0.0,
 ) -> dict:
     peak = [0]
     stop = threading.Event()
@@ -258,7 +354,8 @@ def measure(
     db_before, client_before = postgres_cpu_seconds(), time.process_time()
     started = time.monotonic()
     try:
-        outcomes = asyncio.run(_converse_all(port, cookie, conversations, args))
+        with _Scraper(port, scrape_every) as scraper:
+            outcomes = asyncio.run(_converse_all(port, cookie, conversations, args))
     finally:
         stop.set()
         watcher.join()
@@ -280,6 +377,7 @@ def measure(
     workers = sum(v for k, v in cpu.items() if k.startswith("worker"))
     return {
         **phases,
+        **scraper.figures(),
         "cpu_web_ms": web / turns * 1000,
         "cpu_workers_ms": workers / turns * 1000,
         "cpu_other_ms": (sum(cpu.values()) - web - workers) / turns * 1000,

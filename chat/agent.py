@@ -165,6 +165,7 @@ def fit_history(messages: list[dict], *, budget: int, current: int) -> list[dict
 # What `interruption` may answer before a model or tool call (None: go on).
 ABANDONED = "abandoned"  # no longer this loop's to run (deleted, failed elsewhere)
 CANCELLED = "cancelled"  # the owner pressed Stop
+HANDOVER = "handover"  # this worker is stopping: another one continues the turn (chat.turns.handover)
 
 
 class TurnAbandoned(Exception):
@@ -173,7 +174,8 @@ class TurnAbandoned(Exception):
 
 @dataclass(frozen=True)
 class LoopState:
-    """Where a loop stopped to wait for an approval, as plain JSON values:
+    """Where a loop stopped to wait for an approval (or to be handed to
+    another worker, chat.turns.handover), as plain JSON values:
     this turn's messages so far (`new`, ending with the assistant entry whose
     tool calls are not all done), the model calls made (`steps`), and the tool
     calls of that entry not yet run (`pending`; the first one waits for the
@@ -187,15 +189,25 @@ class LoopState:
     pending: list[dict]
     session: dict | None = None
     # A run of given calls (an origin's fixed tool step, not the model's):
-    # its first call is not announced yet, and the loop ends after the calls
-    # without a model call. Kept when such a run waits for an approval.
+    # the loop ends after the calls without a model call. Kept when such a
+    # run waits for an approval or is handed over.
     fixed: bool = False
-    announced: bool = True
+    # Whether the first pending call's `tool.started` was sent (an approval
+    # wait: yes; a handover before a call, or given calls not yet started:
+    # no). A handover between model calls has no pending call at all: the
+    # resumed loop asks the model next.
+    first_announced: bool = True
 
     def as_json(self) -> dict:
-        value = {"new": self.new, "steps": self.steps, "pending": self.pending, "session": self.session}
+        value = {
+            "new": self.new,
+            "steps": self.steps,
+            "pending": self.pending,
+            "session": self.session,
+            "first_announced": self.first_announced,
+        }
         if self.fixed:
-            value.update(fixed=True, announced=self.announced)
+            value["fixed"] = True
         return value
 
     @classmethod
@@ -210,12 +222,14 @@ class LoopState:
                 for c in calls
             ],
         }
-        return cls(new=[entry], steps=0, pending=list(calls), fixed=True, announced=False)
+        return cls(new=[entry], steps=0, pending=list(calls), fixed=True, first_announced=False)
 
     @classmethod
     def from_json(cls, value: dict) -> LoopState:
         pending = value.get("pending") or []
-        if not isinstance(value.get("new"), list) or not isinstance(value.get("steps"), int) or not pending:
+        if not isinstance(value.get("new"), list) or not isinstance(value.get("steps"), int):
+            raise ValueError("not a suspended loop's state")
+        if not isinstance(pending, list):
             raise ValueError("not a suspended loop's state")
         session = value.get("session")
         if session is None and "approval_id" in value:
@@ -228,7 +242,7 @@ class LoopState:
             pending=list(pending),
             session=session,
             fixed=value.get("fixed") is True,
-            announced=value.get("announced") is not False,
+            first_announced=value.get("first_announced", True) is not False,
         )
 
 
@@ -245,6 +259,15 @@ class TurnSuspended(Exception):
 
 def _call_json(call: ToolCall) -> dict:
     return {"id": call.id, "name": call.name, "arguments": call.arguments}
+
+
+class TurnHandedOver(Exception):
+    """`interruption` said HANDOVER at a point where nothing is in flight
+    (before a model or tool call): `state` is where another worker continues."""
+
+    def __init__(self, state: LoopState) -> None:
+        super().__init__("handed over")
+        self.state = state
 
 
 class TurnCancelled(Exception):
@@ -330,7 +353,7 @@ def run_agent_loop(
     budget = history_chars or history_budget(ctx)
     current = max((i for i, m in enumerate(messages) if m["role"] == "user"), default=len(messages))
 
-    def check() -> None:
+    def check(pending: list[ToolCall] = (), *, announced: bool = False, handover: bool = True) -> None:
         # E.g. the owner deleted the conversation: stop before the next
         # model or tool call rather than finish a turn nobody may see.
         state = interruption() if interruption is not None else None
@@ -338,10 +361,15 @@ def run_agent_loop(
             raise TurnAbandoned
         if state == CANCELLED:
             raise TurnCancelled(new)
+        if state == HANDOVER and handover:
+            pending_json = [_call_json(c) for c in pending]
+            fixed = resume is not None and resume.fixed
+            state = LoopState(new=list(new), steps=steps, pending=pending_json, fixed=fixed, first_announced=announced)
+            raise TurnHandedOver(state)
 
     def run_calls(calls: list[ToolCall], *, first_announced: bool) -> None:
         for index, call in enumerate(calls):
-            check()
+            check(calls[index:], announced=index == 0 and first_announced)
             if not (index == 0 and first_announced):
                 emit(ServerEvent.TOOL_STARTED, step_started_payload(call, session))
             started = time.perf_counter()
@@ -358,7 +386,7 @@ def run_agent_loop(
 
     if resume is not None:
         waiting = [ToolCall(id=c["id"], name=c["name"], arguments=c["arguments"]) for c in resume.pending]
-        run_calls(waiting, first_announced=resume.announced)
+        run_calls(waiting, first_announced=resume.first_announced)
         if resume.fixed:  # given calls, no model: done when they are
             return LoopResult(new_messages=new, final_text="", step_limit_hit=False)
     while steps < max_steps:
@@ -371,8 +399,9 @@ def run_agent_loop(
         stream.flush()
         new.append(_assistant_entry(reply))
         # Stop pressed while the model answered: what streamed stays, the
-        # turn ends cancelled rather than completed.
-        check()
+        # turn ends cancelled rather than completed. (A handover waits for the
+        # first tool call's check: a final answer just ends the turn.)
+        check(handover=False)
         if not reply.tool_calls:
             emit(ServerEvent.MESSAGE_COMPLETED, {"text": reply.content})
             return LoopResult(new_messages=new, final_text=reply.content, step_limit_hit=False)

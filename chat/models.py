@@ -136,6 +136,14 @@ class Turn(models.Model):
     supersedes = models.ForeignKey(
         "self", on_delete=models.SET_NULL, null=True, blank=True, related_name="+", verbose_name=_("supersedes")
     )
+    # Measured by the worker (chat.turns.timing), summed over the parts of a
+    # resumed run: milliseconds in a worker, and of those, waiting for the
+    # model; the rest is the platform's (metrics: owlai.metrics).
+    run_ms = models.PositiveIntegerField(null=True, blank=True, editable=False)
+    model_ms = models.PositiveIntegerField(null=True, blank=True, editable=False)
+    # Why a failed turn failed, a fixed code (audit_write, model, crash,
+    # worker_lost, worker_stopped, ...): what /metrics counts failures by.
+    failure = models.CharField(max_length=30, blank=True, editable=False)
 
     class Meta:
         verbose_name = _("turn")

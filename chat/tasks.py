@@ -5,9 +5,10 @@ from __future__ import annotations
 import logging
 
 from celery import shared_task
+from celery.signals import worker_shutting_down
 from django.conf import settings
 
-from chat.turns import dispatch
+from chat.turns import dispatch, handover
 from chat.turns.recovery import turns_recover
 from chat.turns.runner import turn_run
 
@@ -27,6 +28,15 @@ logger = logging.getLogger(__name__)
 )
 def run_turn(turn_id: int) -> None:
     turn_run(turn_id=turn_id)
+
+
+@worker_shutting_down.connect
+def _hand_over_running_turns(sig=None, how=None, **kwargs) -> None:
+    """SIGTERM (a deploy, a restart): running turns hand over to another
+    worker at their next safe point, or fail visibly before the grace period
+    is over (chat.turns.handover). Called in the signal handler: only sets a
+    flag and starts a timer."""
+    handover.begin()
 
 
 @shared_task(name="chat.recover_turns", ignore_result=True)

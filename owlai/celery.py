@@ -7,7 +7,14 @@ import time
 
 from celery import Celery
 from celery.backends.base import DisabledBackend
-from celery.signals import beat_init, worker_init, worker_ready, worker_shutdown
+from celery.signals import (
+    after_setup_logger,
+    after_setup_task_logger,
+    beat_init,
+    worker_init,
+    worker_ready,
+    worker_shutdown,
+)
 from kombu.transport import TRANSPORT_ALIASES
 
 from owlai.broker import TRANSPORTS
@@ -44,6 +51,20 @@ class _Celery(Celery):
 app = _Celery("owlai")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
+
+
+@after_setup_logger.connect
+@after_setup_task_logger.connect
+def _log_with_ids(logger=None, **kwargs) -> None:
+    """Celery replaces the root logger's handlers (and sets the task
+    logger's): they get the request/run ids and, with OWLAI_LOG_FORMAT=json,
+    JSON lines as the web process's (owlai.logs)."""
+    from django.conf import settings
+
+    from owlai.logs import use_on
+
+    if logger is not None:
+        use_on(logger, as_json=settings.OWLAI_LOG_FORMAT == "json")
 
 
 @worker_init.connect

@@ -11,6 +11,7 @@ this module imports none of them."""
 from __future__ import annotations
 
 import logging
+from bisect import bisect_right
 from importlib import import_module
 
 from django.apps import apps
@@ -34,7 +35,7 @@ _PRIORITY_SEP = "\x06\x16"
 _PRIORITY_STEPS = (0, 3, 6, 9)
 
 RECENT_TURNS = 1000
-DURATION_BUCKETS = (0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600)
+DURATION_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600)
 
 
 class PlatformCollector:
@@ -42,6 +43,7 @@ class PlatformCollector:
         up = GaugeMetricFamily("owlai_metrics_source_up", "1 if the source could be read.", labels=["source"])
         for source in (
             self._turns,
+            self._turn_failures,
             self._turn_durations,
             self._tool_calls,
             self._approvals,
@@ -70,29 +72,56 @@ class PlatformCollector:
             family.add_metric([row["status"], row["origin"]], row["n"])
         yield family
 
+    def _turn_failures(self):
+        """Failed turns by cause (the code the worker, the recovery job or a
+        stopping worker stored): an audit record that could not be written
+        (`audit_write`) apart from the model's faults (`model`), crashes of
+        the run (`crash`), lost and stopped workers, turns nobody started."""
+        family = GaugeMetricFamily(
+            "owlai_turn_failures",
+            "Failed turns stored, by cause (audit_write, model, crash, worker_lost, worker_stopped, ...).",
+            labels=["cause"],
+        )
+        Turn = apps.get_model("chat", "Turn")
+        rows = Turn.objects.filter(status="failed").values("failure").annotate(n=Count("pk")).order_by()
+        for row in rows:
+            family.add_metric([row["failure"] or "unrecorded"], row["n"])
+        yield family
+
     def _turn_durations(self):
         """Of the last RECENT_TURNS finished turns (newest by id: an index
-        scan, whatever the table's size): end to end, and the wait from the
-        turn's start to a worker's claim, the platform's part that grows when
-        workers are short. A gauge histogram: the distribution now, not a
-        counter to take rates of."""
+        scan, whatever the table's size), in one query: end to end; the wait
+        from the turn's start to a worker's claim, which grows when workers
+        are short; and, as the worker measured them (chat.turns.timing), the
+        time spent waiting for the model and the rest of the time in a
+        worker, the platform's own (context, checks, audit, masking, the
+        tools' queries, events). Gauge histograms: the distribution now, not
+        counters to take rates of."""
         Turn = apps.get_model("chat", "Turn")
         rows = (
             Turn.objects.filter(finished_at__isnull=False, started_at__isnull=False)
             .order_by("-pk")
-            .values_list("created_at", "started_at", "finished_at")[:RECENT_TURNS]
+            .values_list("created_at", "started_at", "finished_at", "run_ms", "model_ms")[:RECENT_TURNS]
         )
-        total, waits = [], []
-        for created, started, finished in rows:
+        total, waits, model, platform = [], [], [], []
+        for created, started, finished, run_ms, model_ms in rows:
             total.append(max((finished - created).total_seconds(), 0.0))
             waits.append(max((started - created).total_seconds(), 0.0))
+            if run_ms is not None:
+                model.append((model_ms or 0) / 1000)
+                platform.append(max(run_ms - (model_ms or 0), 0) / 1000)
+        last = f"last {RECENT_TURNS} finished turns"
+        yield _gauge_histogram("owlai_recent_turn_duration_seconds", f"Turn start to end, {last}.", total)
         yield _gauge_histogram(
-            "owlai_recent_turn_duration_seconds", f"Turn start to end, last {RECENT_TURNS} finished turns.", total
+            "owlai_recent_turn_queue_wait_seconds", f"Turn start to a worker's claim, {last}.", waits
         )
         yield _gauge_histogram(
-            "owlai_recent_turn_queue_wait_seconds",
-            f"Turn start to a worker's claim, last {RECENT_TURNS} finished turns.",
-            waits,
+            "owlai_recent_turn_model_wait_seconds", f"Time a turn waited for its model, {last} (measured).", model
+        )
+        yield _gauge_histogram(
+            "owlai_recent_turn_platform_seconds",
+            f"Time a turn spent in a worker not waiting for its model, {last} (measured).",
+            platform,
         )
 
     def _tool_calls(self):
@@ -181,7 +210,8 @@ class PlatformCollector:
 
 
 def _gauge_histogram(name: str, doc: str, values: list[float]) -> GaugeHistogramMetricFamily:
-    buckets = [(floatToGoString(le), float(sum(v <= le for v in values))) for le in DURATION_BUCKETS]
+    ordered = sorted(values)
+    buckets = [(floatToGoString(le), float(bisect_right(ordered, le))) for le in DURATION_BUCKETS]
     buckets.append(("+Inf", float(len(values))))
     return GaugeHistogramMetricFamily(name, doc, buckets=buckets, gsum_value=sum(values))
 

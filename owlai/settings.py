@@ -59,6 +59,8 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # Every log line of a request names its id (owlai.logs).
+    "owlai.logs.RequestIdMiddleware",
     "django.middleware.security.SecurityMiddleware",
     # Static files (STATIC_ROOT, filled by collectstatic) from the app server
     # itself, daphne included: Django's ASGI handler runs this middleware too,
@@ -305,6 +307,11 @@ CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
 OWLAI_SWEEP_TICK_SECONDS = env.float("OWLAI_SWEEP_TICK_SECONDS", default=1.0)
 OWLAI_WORKER_HEARTBEAT_SECONDS = env.float("OWLAI_WORKER_HEARTBEAT_SECONDS", default=10.0)
 OWLAI_BEAT_HEARTBEAT_SECONDS = env.float("OWLAI_BEAT_HEARTBEAT_SECONDS", default=10.0)
+# A worker told to stop (SIGTERM) hands its running turns to other workers at
+# their next safe point; those still inside one call near the end of this
+# grace period (the supervisor's stop timeout: systemd TimeoutStopSec,
+# Kubernetes terminationGracePeriodSeconds) fail visibly (chat.turns.handover).
+OWLAI_WORKER_SHUTDOWN_GRACE_SECONDS = env.float("OWLAI_WORKER_SHUTDOWN_GRACE_SECONDS", default=30.0)
 # Run by one worker when the broker's Redis restarted (its run id changed).
 OWLAI_BROKER_RESTART_TASK = "chat.requeue_after_broker_restart"
 # /readyz and /metrics (owlai.health): a request passes with the bearer token
@@ -377,10 +384,23 @@ OWLAI_FIELD_KEY = env.str("OWLAI_FIELD_KEY", default="")
 # Django's database sessions, read with a prepared statement (accounts.sessions).
 SESSION_ENGINE = "accounts.sessions"
 
+# OWLAI_LOG_FORMAT=json: one JSON object per line, with the request and run
+# ids (owlai.logs); "text" (the default): plain lines, the ids on the record.
+OWLAI_LOG_FORMAT = env.str("OWLAI_LOG_FORMAT", default="text")
+if OWLAI_LOG_FORMAT not in ("text", "json"):
+    raise ImproperlyConfigured("OWLAI_LOG_FORMAT must be text or json")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "filters": {"context": {"()": "owlai.logs.ContextFilter"}},
+    "formatters": {"json": {"()": "owlai.logs.json_formatter"}},
+    "handlers": {
+        "console": {
+            "class": "logging.StreamHandler",
+            "filters": ["context"],
+            **({"formatter": "json"} if OWLAI_LOG_FORMAT == "json" else {}),
+        }
+    },
     "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="INFO")},
     # A line per model request at INFO (the URL, the status) is the client
     # library's, not ours: noise in a worker's log, and its CPU on every turn.

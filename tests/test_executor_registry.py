@@ -325,8 +325,11 @@ def test_facts_are_numbers_or_flags_only(world, name, monkeypatch):
         return output
 
     patch(monkeypatch, name, "run", smuggling)
-    with pytest.raises(TypeError):
-        world.call(name, arguments)
+    # Refused by the shaping stage: the result is withheld (never shown with
+    # the smuggled value) and the audit outcome says nobody received it.
+    payload, outcome = world.call(name, arguments)
+    assert outcome == "failed" and PHONE not in json.dumps(payload, ensure_ascii=False)
+    assert ToolCallAudit.objects.order_by("-id").first().final.reason == "shaping error: TypeError"
 
 
 def test_an_incomplete_tool_cannot_be_registered():

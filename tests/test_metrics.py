@@ -143,3 +143,64 @@ def test_recent_turn_durations_and_queue_waits(personas):
     assert samples[(f"{total}_bucket", (("le", "2.5"),))] == 1
     assert samples[(f"{total}_bucket", (("le", "30.0"),))] == 2
     assert abs(samples[(f"{total}_gsum", ())] - 24.2) < 0.01
+
+
+# --- Faults and measured time, through real turns (chat.turns.runner) ------------------
+
+from tests.support.fake_llm import text, tool_call  # noqa: E402
+from tests.test_turn import events, fake, scripted_models, start_and_run  # noqa: E402, F401 (fixtures)
+
+
+def _failures(samples, cause):
+    return samples.get(("owlai_turn_failures", (("cause", cause),)), 0)
+
+
+def test_an_audit_write_refused_is_its_own_failure_cause(personas, scripted_models, fake, audit_inserts_refused):  # noqa: F811
+    before = scrape()
+    assert _failures(before, "audit_write") == 0
+    fake.script = [tool_call("run_sql", {"connection": "sales", "sql": "SELECT name FROM customers"}), text("x")]
+    turn = start_and_run(conversation_create(owner=personas.staff), personas.staff, "고객 이름")
+    assert turn.status == "failed"
+    after = scrape()
+    assert _failures(after, "audit_write") == 1
+    assert _failures(after, "crash") == 0 and _failures(after, "model") == 0
+
+
+def test_a_crashed_run_and_a_lost_worker_are_counted_apart_from_audit(personas, scripted_models, fake, monkeypatch):  # noqa: F811
+    def crash(**kwargs):
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr("chat.turns.runner.run_agent_loop", crash)
+    start_and_run(conversation_create(owner=personas.staff), personas.staff, "안녕")
+    lost = Turn.objects.create(conversation=conversation_create(owner=personas.staff), status=TurnStatus.RUNNING)
+    Turn.objects.filter(pk=lost.pk).update(heartbeat_at=timezone.now() - timedelta(hours=1))
+    from chat.turns.recovery import turns_recover
+
+    turns_recover()
+    samples = scrape()
+    assert _failures(samples, "crash") == 1
+    assert _failures(samples, "worker_lost") == 1
+    assert _failures(samples, "audit_write") == 0
+
+
+def test_model_wait_and_platform_time_are_measured_by_the_worker(personas, scripted_models, fake):  # noqa: F811
+    fake.delay = 0.3  # the model takes at least this long
+    fake.script = [tool_call("run_sql", {"connection": "sales", "sql": "SELECT count(*) FROM customers"}), text("3")]
+    turn = start_and_run(conversation_create(owner=personas.staff), personas.staff, "고객 수?")
+    assert turn.status == "completed"
+    # Two model calls: at least twice the model's delay spent waiting for it.
+    assert turn.model_ms >= 600 and turn.run_ms >= turn.model_ms
+    samples = scrape()
+    wait, platform = "owlai_recent_turn_model_wait_seconds", "owlai_recent_turn_platform_seconds"
+    assert samples[(f"{wait}_gcount", ())] == 1 and samples[(f"{platform}_gcount", ())] == 1
+    assert abs(samples[(f"{wait}_gsum", ())] - turn.model_ms / 1000) < 1e-6
+    assert abs(samples[(f"{platform}_gsum", ())] - (turn.run_ms - turn.model_ms) / 1000) < 1e-6
+    assert samples[(f"{wait}_bucket", (("le", "0.5"),))] == 0  # 0.6 s or more
+
+
+def test_a_resumed_run_adds_up_its_parts(personas, scripted_models, fake):  # noqa: F811
+    from chat.turns.timing import TurnClock
+
+    clock = TurnClock(run_ms=1500, model_ms=1000)
+    changes = clock.changes()
+    assert changes["run_ms"] >= 1500 and changes["model_ms"] == 1000

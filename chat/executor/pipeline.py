@@ -13,10 +13,13 @@
     ATTEMPT     the attempt's audit row, committed. Cannot write? Nothing runs.
     RUN         the tool's preparation (checks that touch the target, e.g. the
                 SQL account check, after the attempt row) and its run.
-    OUTCOME     the outcome's audit row. Cannot write? The result is withheld.
     SHAPING     binary -> size marker; credentialed URLs -> per-conversation
                 references; known values, lineage and detectors -> tokens;
                 a big result -> spill file (masked) and a preview.
+    OUTCOME     the outcome's audit row, saying whether the model gets the
+                result: `failed` when shaping failed (a spill file that could
+                not be written), the result withheld. Cannot write? The result
+                is withheld too (and its spill file removed).
 
 The stages run in the order `STAGES` declares (a run's session traces them).
 Every call carries its run's session (chat.executor.session.ToolSession):
@@ -29,8 +32,9 @@ but a preparation that finds the target failing (ToolFailed: a database that
 cannot be reached) fails it; an exception while running is a `failed` outcome
 with a value-free message.
 Audit write failures (AuditWriteError) always propagate: the caller stops
-the turn without the result; so does a failure while shaping (the result
-is withheld rather than shown half-masked). The model only ever receives what
+the turn without the result. A failure while shaping withholds the result
+(never shown half-masked): the call is `failed` with a value-free reason and
+the model is told, as for a failed run. The model only ever receives what
 `execute_tool_call` returns, and that is built here, from the tool's Output,
 by the shaping stage: a tool cannot hand the model anything unshaped.
 
@@ -75,8 +79,8 @@ class Stage(enum.Enum):
     APPROVAL = "approval"
     ATTEMPT = "attempt"
     RUN = "run"
-    OUTCOME = "outcome"
     SHAPING = "shaping"
+    OUTCOME = "outcome"
 
 
 STAGES: tuple[Stage, ...] = tuple(Stage)
@@ -203,6 +207,7 @@ class Call:
     state: dict[str, Any] = field(default_factory=dict)  # the tool's own, between its parts
     vault: Vault = None  # type: ignore[assignment]
     approval: str = ""  # set by the gate when it decided without asking
+    spilled: Any = None  # the spill file shaping wrote (a Path), removed if the result is withheld
     _known: KnownValues | None = None
 
     def __post_init__(self) -> None:
@@ -337,16 +342,27 @@ def _through_stages(call: Call) -> ToolResult:
         _audit_outcome(call, attempt, Outcome.FAILED, f"execution error: {exc.__class__.__name__}")
         return _failure(tool.failed.for_model())
 
+    _enter(call, Stage.SHAPING)
+    from chat.executor.shaping import SpillUnwritable, shape, spill_discard
+
+    try:
+        content = shape(call, output, tool.lineage(call, output))
+    except SpillUnwritable as unwritable:
+        logger.warning("%s: spill file not written (%s); result withheld", tool.name, unwritable.code)
+        return _withheld(call, attempt, output, SPILL_FAILED, f"spill file not written: {unwritable.code}")
+    except Exception as exc:
+        logger.exception("%s: shaping failed; result withheld", tool.name)
+        return _withheld(call, attempt, output, SHAPING_FAILED, f"shaping error: {exc.__class__.__name__}")
+
     # The outcome is written before the result exists for the model; if this
     # raises, the result is dropped with the exception (fail closed).
     _enter(call, Stage.OUTCOME)
     outcome = Outcome.FAILED if output.failed else Outcome.SUCCESS
-    _audit_outcome(call, attempt, outcome, output.failed, row_count=output.row_count)
-
-    _enter(call, Stage.SHAPING)
-    from chat.executor.shaping import shape
-
-    content = shape(call, output, tool.lineage(call, output))
+    try:
+        _audit_outcome(call, attempt, outcome, output.failed, row_count=output.row_count)
+    except BaseException:
+        spill_discard(call.spilled)
+        raise
     return ToolResult(content=content, outcome=outcome, row_count=output.row_count)
 
 
@@ -358,9 +374,22 @@ def _failed(call: Call, attempt: ToolCallAudit, failed: ToolFailed) -> ToolResul
     return _failure(f"{call.tool.failed.for_model()}: {message}")
 
 
+def _withheld(call: Call, attempt: ToolCallAudit, output: Output, reason: Reason, audit_text: str) -> ToolResult:
+    """The tool ran but its result cannot be given to the model: the outcome
+    says `failed` (nobody received it) with a value-free reason, and the
+    model and the step are told why in the turn's language."""
+    _enter(call, Stage.OUTCOME)
+    _audit_outcome(call, attempt, Outcome.FAILED, audit_text, row_count=output.row_count)
+    return _failure(reason.for_model())
+
+
 POLICY_REFUSED = Reason(gettext_noop("refused by the tool policy"))
 CHECK_CRASHED = Reason(gettext_noop("the call could not be checked and was refused"))
 CHECK_CRASHED_AUDIT = "internal error during checks"
+SPILL_FAILED = Reason(
+    gettext_noop("the result was too big to show whole and could not be saved for paging; it was withheld")
+)
+SHAPING_FAILED = Reason(gettext_noop("the result could not be prepared for the model; it was withheld"))
 
 
 def _asked_name(tool: Tool, args: dict[str, Any]) -> str:

@@ -11,12 +11,17 @@ in this order (each step sees only what the step before left):
 4. a result too big for the model's context -> a spill file (written after
    masking: the file holds tokens, never an original) and a preview, cut to
    the budget whatever its shape (`fit`); read_spill pages through it later.
+   The file is written under a name read_spill never lists and renamed once
+   complete, so a full or read-only disk leaves no half-written file behind:
+   the call fails (SpillUnwritable), its result withheld (chat.executor.pipeline).
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import decimal
+import errno
 import json
 import os
 import re
@@ -256,11 +261,9 @@ def spill_if_large(call: Call, result: dict[str, Any], items: str | None) -> str
     if items is None or not isinstance(result.get(items), list) or not result[items]:
         return json.dumps(fit(result, budget), ensure_ascii=False)
     path = spill_path(call.ctx)
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     record = {"origin": {"tool": call.tool.name, "target": call.target.name}, "items": items, "result": result}
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as handle:
-        json.dump(record, handle, ensure_ascii=False)
+    write_spill(path, record)
+    call.spilled = path
     preview, shown = page(result, items, offset=0, limit=settings.OWLAI_SPILL_PREVIEW_ROWS)
     spilled = {
         "file": path.name,
@@ -271,6 +274,42 @@ def spill_if_large(call: Call, result: dict[str, Any], items: str | None) -> str
     preview = fit(preview, budget - len(json.dumps(spilled, ensure_ascii=False)) - 16)
     # First: a history trimmed to its start still names the file.
     return json.dumps({"spilled": spilled, **preview}, ensure_ascii=False)
+
+
+class SpillUnwritable(Exception):
+    """The spill file could not be written (read-only folder, full disk).
+    `code` is the error's symbolic name (ENOSPC, EROFS): value-free, it is
+    what the audit outcome records."""
+
+    def __init__(self, code: str) -> None:
+        super().__init__(code)
+        self.code = code
+
+
+def write_spill(path: Path, record: dict) -> None:
+    """`record` as the file `path`, complete or not at all: written under a
+    name `spill_files` never lists (".<name>.partial"), then renamed. Any
+    failure removes the partial file and raises SpillUnwritable."""
+    partial = path.with_name(f".{path.name}.partial")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        # Closing flushes: a full disk may say so only then, still inside the try.
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            json.dump(record, handle, ensure_ascii=False)
+        os.replace(partial, path)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            os.unlink(partial)
+        raise SpillUnwritable(errno.errorcode.get(exc.errno or 0, type(exc).__name__)) from exc
+
+
+def spill_discard(path: Path | None) -> None:
+    """A spill file whose call's result was withheld after all (its outcome
+    could not be recorded): nobody may page through it."""
+    if path is not None:
+        with contextlib.suppress(OSError):
+            os.unlink(path)
 
 
 def page(result: dict[str, Any], items: str, *, offset: int, limit: int) -> tuple[dict[str, Any], int]:

@@ -89,6 +89,12 @@ class _Heartbeats:
 _HEARTBEATS = _Heartbeats()
 
 
+def running_here() -> list[int]:
+    """The turns running in this process now (chat.turns.handover)."""
+    with _HEARTBEATS._cond:
+        return list(_HEARTBEATS._turns)
+
+
 class TurnHeartbeat:
     """While a turn runs, its `heartbeat_at` is renewed every
     OWLAI_TURN_HEARTBEAT_SECONDS by the process's heartbeat thread (_Heartbeats)."""

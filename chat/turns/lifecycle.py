@@ -5,6 +5,7 @@ a worker changes nothing twice) together with the events it produces,
 numbered and published after commit (chat.turns.journal).
 
     queued -> running -> waiting_approval -> queued -> running ...
+                      -> queued (handed over: its worker is stopping)
                       -> completed | rejected | failed | cancelled
 """
 
@@ -23,6 +24,7 @@ from chat.protocol import ServerEvent
 from chat.turns import journal
 from chat.turns import statements as sql
 from chat.turns.emitter import TurnEmitter, make_emitter
+from chat.turns.timing import clock_changes
 from owlai import prepared
 from owlai.connection_health import until_answered
 
@@ -116,6 +118,7 @@ def finish(
     error: str = "",
     frames: list[tuple[str, dict]] = (),
     messages: list[dict] = (),
+    failure: str = "",
 ) -> bool:
     """running -> completed | rejected | failed | cancelled: the status, the
     turn's messages and its last events (what the emitter holds, `frames`,
@@ -126,18 +129,21 @@ def finish(
     now = timezone.now()
     frames = [*emit.take_held(), *frames, (ServerEvent.TURN_FINISHED, {"status": status})]
     rows = message_rows(turn, messages)
+    changes = {
+        "status": status,
+        "error": error,
+        "finished_at": now,
+        "loop_state": None,
+        "failure": failure,
+        **clock_changes(turn),
+    }
     # The end is stored on a fresh connection, waiting for the database when
     # it went away (e.g. the failure being reported is its restart): a turn
     # ends in its own words, not as "worker lost" after the heartbeat goes
     # stale. Conditional on `running`: a repeat after a lost answer is a no-op.
     stored = until_answered(
         lambda: journal.append(
-            turn_id=turn.pk,
-            group=emit.group,
-            frames=frames,
-            when=RUNNING,
-            changes={"status": status, "error": error, "finished_at": now, "loop_state": None},
-            rows=rows,
+            turn_id=turn.pk, group=emit.group, frames=frames, when=RUNNING, changes=changes, rows=rows
         ),
         seconds=settings.OWLAI_TURN_END_RETRY_SECONDS,
         what=f"turn {turn.pk}: storing its end",
@@ -154,13 +160,16 @@ def reject(turn: Turn, emit: TurnEmitter, reason: str) -> None:
     finish(turn, emit, TurnStatus.REJECTED, error=reason, frames=[(ServerEvent.TURN_REJECTED, {"reason": reason})])
 
 
-def fail(turn: Turn, emit: TurnEmitter, message: str) -> None:
+def fail(turn: Turn, emit: TurnEmitter, message: str, *, failure: str = "error") -> None:
+    """`failure`: the fixed code of the cause (audit_write, model, crash, ...),
+    stored for /metrics; the client is told `message`."""
     finish(
         turn,
         emit,
         TurnStatus.FAILED,
         error=message,
         frames=[(ServerEvent.ERROR, {"code": "turn_failed", "message": message})],
+        failure=failure,
     )
 
 
@@ -174,11 +183,35 @@ def wait_for_approval(turn: Turn, emit: TurnEmitter, *, loop_state: dict, reques
         group=emit.group,
         frames=[(ServerEvent.APPROVAL_REQUESTED, requested)],
         when=RUNNING,
-        changes={"status": TurnStatus.WAITING_APPROVAL, "loop_state": loop_state},
+        changes={"status": TurnStatus.WAITING_APPROVAL, "loop_state": loop_state, **clock_changes(turn)},
     )
     if stored is None:
         return False
     turn.status = TurnStatus.WAITING_APPROVAL
+    return True
+
+
+def hand_over(turn: Turn, emit: TurnEmitter, *, loop_state: dict) -> bool:
+    """running -> queued with the loop's state, for another worker (this one
+    is stopping: chat.turns.handover); inside the caller's transaction. No
+    event: the client sees the turn go on. False when the turn no longer runs."""
+    emit.flush()
+    stored = journal.append(
+        turn_id=turn.pk,
+        group=emit.group,
+        frames=[],
+        when=RUNNING,
+        changes={
+            "status": TurnStatus.QUEUED,
+            "loop_state": loop_state,
+            "queued_at": timezone.now(),
+            "requeued_at": None,
+            **clock_changes(turn),
+        },
+    )
+    if stored is None:
+        return False
+    turn.status = TurnStatus.QUEUED
     return True
 
 
@@ -243,7 +276,7 @@ def fail_abandoned(turn: Turn, *, condition: Q, code: str, message: str) -> bool
     any) finds it no longer running and writes nothing more."""
     with transaction.atomic():
         if not Turn.objects.filter(condition, pk=turn.pk).update(
-            status=TurnStatus.FAILED, error=message, finished_at=timezone.now()
+            status=TurnStatus.FAILED, error=message, finished_at=timezone.now(), failure=code
         ):
             return False  # finished or claimed meanwhile
         journal.append(

@@ -14,7 +14,17 @@ from django.utils import timezone, translation
 from django.utils.translation import gettext as _
 
 from audit.services import AuditWriteError
-from chat.agent import ABANDONED, CANCELLED, LoopState, TurnAbandoned, TurnCancelled, TurnSuspended, run_agent_loop
+from chat.agent import (
+    ABANDONED,
+    CANCELLED,
+    HANDOVER,
+    LoopState,
+    TurnAbandoned,
+    TurnCancelled,
+    TurnHandedOver,
+    TurnSuspended,
+    run_agent_loop,
+)
 from chat.approvals import ConnectorApprovalGate, requested_payload, tool_approval_create
 from chat.context import TurnContext
 from chat.executor import ToolSession, execute_tool_call, tool_definitions
@@ -23,11 +33,12 @@ from chat.model_clients import client_for
 from chat.models import Conversation, Message, MessageRole, Turn, TurnStatus, UrlReference, VaultEntry
 from chat.prompt import mention_note, mentioned_targets, turn_inputs
 from chat.protocol import ServerEvent
-from chat.turns import heartbeat, lifecycle, model_choice, origins
+from chat.turns import handover, heartbeat, lifecycle, model_choice, origins
 from chat.turns import statements as sql
 from chat.turns.emitter import TurnEmitter
+from chat.turns.timing import TurnClock
 from governance.models import LlmModel, Tier
-from owlai import prepared
+from owlai import logs, prepared
 from owlai.connection_health import CONNECTION_LOST
 from owlai.install_config import ProviderKind
 
@@ -56,13 +67,23 @@ def _history(conversation: Conversation, turn: Turn) -> list[dict]:
 
 
 def turn_run(*, turn_id: int) -> None:
+    if handover.requested():
+        # This worker is stopping: the message goes back unclaimed, for another.
+        handover.pass_on(turn_id)
+        return
     turn = lifecycle.turn_claim(turn_id=turn_id)
     if turn is None:
         logger.info("turn %s is not queued (duplicate delivery, already run, or gone); nothing to do", turn_id)
         return
+    turn.clock = TurnClock(run_ms=turn.run_ms, model_ms=turn.model_ms)
     # Everything the turn says (rejections, failures, the executor's reasons,
-    # the demo model's replies) is in the language resolved at turn start.
-    with heartbeat.TurnHeartbeat(turn.pk), translation.override(lifecycle.turn_language(turn)):
+    # the demo model's replies) is in the language resolved at turn start;
+    # every log line of it names the run (owlai.logs).
+    with (
+        heartbeat.TurnHeartbeat(turn.pk),
+        translation.override(lifecycle.turn_language(turn)),
+        logs.run_context(turn.pk),
+    ):
         try:
             origin = origins.origin_named(turn.origin)
         except origins.UnknownOrigin:
@@ -85,7 +106,9 @@ def turn_run(*, turn_id: int) -> None:
             # Deleted while this turn ran: what the turn put in the vault goes
             # too. A run whose origin keeps its originals only while it runs
             # leaves none behind either.
-            if origin.vault_scope == origins.VaultScope.RUN:
+            if turn.status == TurnStatus.QUEUED:
+                pass  # handed over: the run goes on elsewhere, with its vault
+            elif origin.vault_scope == origins.VaultScope.RUN:
                 VaultEntry.objects.filter(conversation_id=turn.conversation_id).delete()
                 UrlReference.objects.filter(conversation_id=turn.conversation_id).delete()
             elif prepared.fetchall(sql.deleted(), [sql.conversation_key(turn.conversation_id)]):
@@ -169,10 +192,10 @@ def _resume(turn: Turn) -> None:
         )
     except Exception:
         logger.exception("turn %s: its stored state cannot be resumed", turn.pk)
-        lifecycle.fail(turn, emit, _("The turn could not be resumed."))
+        lifecycle.fail(turn, emit, _("The turn could not be resumed."), failure="resume")
         return
     if model is None or not model.usable or model.provider.tier != turn.tier:
-        lifecycle.fail(turn, emit, _("The model of this turn is no longer available."))
+        lifecycle.fail(turn, emit, _("The model of this turn is no longer available."), failure="model_gone")
         return
     ctx = _turn_context(turn, conversation, model, tier=turn.tier)
     try:
@@ -180,7 +203,7 @@ def _resume(turn: Turn) -> None:
         session = ToolSession.from_json(ctx, stored_session, approvals=ConnectorApprovalGate())
     except ValueError:
         logger.exception("turn %s: its stored tool session cannot be restored", turn.pk)
-        lifecycle.fail(turn, emit, _("The turn could not be resumed."))
+        lifecycle.fail(turn, emit, _("The turn could not be resumed."), failure="resume")
         return
     _converse(turn, emit, ctx, model, session, resume=state)
 
@@ -213,6 +236,7 @@ def _converse(
         )
         if settings.OWLAI_MODEL_WAIT_RELEASES_DB:
             client = _ReleasingDbClient(client)
+        client = turn.clock.timed(client) if getattr(turn, "clock", None) else client
         # The run's tool session (the tools' per-run state, e.g. connector
         # sessions reused by their calls) closes when this block ends:
         # finished, failed or waiting.
@@ -238,6 +262,13 @@ def _converse(
             except TurnSuspended as suspended:
                 _suspend(turn, emit, suspended, session)
                 return
+            except TurnHandedOver as handed:
+                # Stopped just before the call an approval was decided for:
+                # the decision travels with it (the gate applies it only to that call).
+                waited = session.resuming if handed.state.pending and handed.state.first_announced else None
+                stored = {**handed.state.as_json(), "session": session.as_json(waiting_for=waited)}
+                handover.hand_over(turn, emit, stored)
+                return
     except TurnCancelled as cancelled:
         lifecycle.finish(turn, emit, TurnStatus.CANCELLED, messages=cancelled.new_messages)
         return
@@ -246,10 +277,11 @@ def _converse(
         return
     except AuditWriteError:
         logger.exception("audit write failed; tool result withheld")
-        lifecycle.fail(turn, emit, _("The action could not be recorded in the audit log, so its result was withheld."))
+        message = _("The action could not be recorded in the audit log, so its result was withheld.")
+        lifecycle.fail(turn, emit, message, failure="audit_write")
         return
     except ModelError as exc:
-        lifecycle.fail(turn, emit, _("The model call failed: %(error)s") % {"error": exc})
+        lifecycle.fail(turn, emit, _("The model call failed: %(error)s") % {"error": exc}, failure="model")
         return
     except CONNECTION_LOST:
         logger.exception("turn %s: the application database connection was lost", turn.pk)
@@ -257,7 +289,7 @@ def _converse(
         return
     except Exception:
         logger.exception("turn %s crashed", turn.pk)
-        lifecycle.fail(turn, emit, _("The turn failed unexpectedly."))
+        lifecycle.fail(turn, emit, _("The turn failed unexpectedly."), failure="crash")
         return
 
     final_text = result.final_text
@@ -294,6 +326,8 @@ def _interruption(turn_id: int, emit: TurnEmitter) -> str | None:
         return ABANDONED
     if row[1] is not None:
         return CANCELLED
+    if handover.requested():
+        return HANDOVER
     return None
 
 
