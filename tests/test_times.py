@@ -45,7 +45,9 @@ def test_hand_built_and_serialized_api_times_agree(client, personas, settings):
     conversation = conversation_create(owner=personas.staff)
     client.force_login(personas.staff)
     listed = client.get(reverse("chat:conversations")).json()
-    mine = next(c for c in (listed if isinstance(listed, list) else listed["results"]) if c["id"] == str(conversation.pk))
+    mine = next(
+        c for c in (listed if isinstance(listed, list) else listed["results"]) if c["id"] == str(conversation.pk)
+    )
     assert ISO_WITH_OFFSET.match(mine["updated_at"]), mine
     detail = client.get(reverse("chat:conversation-detail", args=[conversation.pk])).json()
     stamps = [v for k, v in detail.items() if k.endswith("_at") and v]
