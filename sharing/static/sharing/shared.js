@@ -157,7 +157,7 @@
     if (item.resource) summary.appendChild(el("span", "step-resource", item.resource));
     if (item.outcome) summary.appendChild(el("span", `badge outcome-${item.outcome}`, T.outcomes[item.outcome] || item.outcome));
     if (item.row_count !== null && item.row_count !== undefined) {
-      summary.appendChild(el("span", "step-rows", fmt(T.rows, { count: item.row_count })));
+      summary.appendChild(el("span", "step-rows", fmt(item.row_count === 1 ? T.rows.one : T.rows.other, { count: item.row_count })));
     }
     details.appendChild(summary);
     const content = el("div", "step-body");
