@@ -162,6 +162,13 @@
       if (stick) log.scrollTop = log.scrollHeight;
     }).observe(log);
   }
+  // Nor when content it did not add itself grows it (the surfaces' hooks add
+  // a feedback bar under an answer after it is shown): follow that too.
+  if (window.MutationObserver) {
+    new MutationObserver(() => {
+      if (stick) log.scrollTop = log.scrollHeight;
+    }).observe(log, { childList: true, subtree: true });
+  }
   $("jump").addEventListener("click", () => {
     stick = true;
     log.scrollTop = log.scrollHeight;
