@@ -206,25 +206,22 @@ def test_turns_queued_when_redis_restarts_are_enqueued_again_at_once(bare_stack,
     wait_for(lambda: SweepLease.objects.filter(name="broker-run-id").exists(), 30, "broker run id seen")
 
     staff = staff_with_grant(django_user_model)
-    clients = clients_for(stack, staff, 3)
+    clients = clients_for(stack, staff, 5)
     stack.model.delay = 2
-    results: list[list[dict]] = [[], [], []]
+    results: list[list[dict]] = [[] for _ in clients]
 
     def ask(n: int) -> None:
-        try:
-            results[n] = clients[n].ask(f"고객이 몇 명이야? ({n})", timeout=80)
-        finally:
-            clients[n].close()
+        results[n] = clients[n].ask(f"고객이 몇 명이야? ({n})", timeout=80)
 
-    askers = [threading.Thread(target=ask, args=(n,)) for n in range(3)]
+    askers = [threading.Thread(target=ask, args=(n,)) for n in range(len(clients))]
     for asker in askers:
         asker.start()
-    # All three started (one running, two queued) before Redis goes: a turn
+    # All five started (one running, four queued) before Redis goes: a turn
     # started while it is away is a different case (refused at its start).
     wait_for(
-        lambda: Turn.objects.count() == 3 and Turn.objects.filter(status=TurnStatus.QUEUED).count() == 2,
-        20,
-        "one turn running, two queued",
+        lambda: Turn.objects.count() == 5 and Turn.objects.filter(status=TurnStatus.QUEUED).count() == 4,
+        30,
+        "one turn running, four queued",
     )
     assert metric(stack, "owlai_queue_depth") >= 1
 
@@ -233,15 +230,25 @@ def test_turns_queued_when_redis_restarts_are_enqueued_again_at_once(bare_stack,
     assert body["checks"]["redis"]["ok"] is False and body["checks"]["database"]["ok"] is True
     assert metric(stack, "owlai_metrics_source_up", source="queue") == 0
     time.sleep(1)
+    stack.model.delay = 0.2  # what is measured below is the platform's wait, not the model's
     stack.start_redis()  # empty: the queued messages are gone
+    back = time.monotonic()
 
+    # The fault's deadline (the 30 s), not the 120 s queue timeout
+    # plus a sweep period: every turn has ended by then or the test fails.
     for asker in askers:
-        asker.join(90)
+        asker.join(max(0.0, back + 30 - time.monotonic()))
+    assert not any(asker.is_alive() for asker in askers), stack.logs()
     ends = [events[-1] for events in results if events]
-    assert len(ends) == 3, stack.logs()
+    assert len(ends) == 5, stack.logs()
     queued_ends = [end for end in ends if end["status"] == "completed"]
-    assert len(queued_ends) >= 2  # the queued turns ran; the one in flight may have failed visibly
+    assert len(queued_ends) >= 4  # the queued turns ran; the one in flight may have failed visibly
     assert all(end["type"] == "turn.finished" for end in ends)
     assert not Turn.objects.filter(status__in=[TurnStatus.QUEUED, TurnStatus.RUNNING]).exists()
     assert "re-enqueueing queued turns" in stack.procs["worker"].log.read_text()
+    # Every conversation takes a new turn.
+    for client in clients:
+        again = client.ask("한 번 더", timeout=60)
+        assert again[-1]["type"] == "turn.finished" and again[-1]["status"] == "completed", again[-3:]
+        client.close()
     wait_for(lambda: readyz(stack)[0] == 200, 30, "ready again")
