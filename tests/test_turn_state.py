@@ -592,3 +592,21 @@ def test_a_turns_end_and_its_rows_are_stored_together_or_not_at_all(personas, se
     assert Turn.objects.get(pk=other.pk).last_seq == 0
     assert TurnEvent.objects.filter(turn=other).count() == 1
     assert not Message.objects.filter(turn=other).exists()
+
+
+@pytest.mark.django_db
+def test_a_crash_while_building_the_models_input_ends_the_turn_at_once(
+    personas, install_models, published, monkeypatch
+):
+    from chat.turns import runner
+
+    def broken(**kwargs):
+        raise RuntimeError("inputs")
+
+    monkeypatch.setattr(runner, "turn_inputs", broken)
+    conversation = conversation_create(owner=personas.staff)
+    turn = turn_start(conversation=conversation, user=personas.staff, text="안녕", model=None)
+    turn_run(turn_id=turn.pk)
+    turn.refresh_from_db()
+    assert (turn.status, turn.failure) == (TurnStatus.FAILED, "crash")
+    assert [r["type"] for r in stored(turn)][-1] == "turn.finished"

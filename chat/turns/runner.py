@@ -102,6 +102,12 @@ def turn_run(*, turn_id: int) -> None:
             # turn still ends in words, on a fresh connection (lifecycle.finish).
             logger.exception("turn %s: the application database connection was lost", turn.pk)
             lifecycle.fail(turn, lifecycle.emitter_for(turn), _database_lost())
+        except Exception:
+            # Anything else outside the loop's own handling (building the
+            # model's input, the history): the turn ends now, visibly, not
+            # when recovery finds its heartbeat stale (a no-op if it ended).
+            logger.exception("turn %s crashed outside the loop", turn.pk)
+            lifecycle.fail(turn, lifecycle.emitter_for(turn), _("The turn failed unexpectedly."), failure="crash")
         finally:
             # Deleted while this turn ran: what the turn put in the vault goes
             # too. A run whose origin keeps its originals only while it runs
