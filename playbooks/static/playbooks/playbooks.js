@@ -72,6 +72,15 @@
     const T = config.text;
     const root = $("editor");
     root.className = "pb-editor";
+    const model = el("select");
+    for (const m of config.models) {
+      const option = el("option", "", m.label);
+      option.value = m.id;
+      option.selected = m.id === config.model;
+      model.appendChild(option);
+    }
+    model.id = "editor-model";
+    root.appendChild(field(T.model, model));
     const params = el("fieldset");
     params.appendChild(el("legend", "", T.parametersTitle));
     const nodes = el("fieldset");
@@ -180,7 +189,7 @@
         }
         return { key, kind: "tool", tool: value(row, "tool").value, arguments: args };
       });
-      return { parameters, nodes: steps };
+      return { model: Number(model.value), parameters, nodes: steps };
     }
 
     const error = $("editor-error");
