@@ -9,7 +9,7 @@ the database is the truth) with the chat page's token chips and reveal."""
 from __future__ import annotations
 
 from django.contrib.auth.decorators import login_required
-from django.http import Http404
+from django.http import Http404, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils import timezone
@@ -56,6 +56,19 @@ def _recent_questions(user, limit: int = 30) -> list[dict]:
         for m in rows
         if m.content.strip()
     ]
+
+
+@login_required
+def chat_page_text(request):
+    """The words of the chat page's "Save as playbook" action (save.js):
+    the chat page's CSP forbids inline scripts, so the script asks."""
+    return JsonResponse(
+        {
+            "saveAsPlaybook": _("Save as playbook"),
+            "saveAsPlaybookHint": _("Make a playbook of this question: it keeps this conversation's tier"),
+            "listUrl": reverse("playbooks:list"),
+        }
+    )
 
 
 @login_required

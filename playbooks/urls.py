@@ -6,6 +6,7 @@ app_name = "playbooks"
 
 urlpatterns = [
     path("playbooks/", pages.playbook_list, name="list"),
+    path("playbooks/page.json", pages.chat_page_text, name="page-text"),
     path("playbooks/new/", forms_pages.playbook_new, name="new"),
     path("playbooks/new-from-turn/", forms_pages.playbook_new_from_turn, name="new-from-turn"),
     path("playbooks/<int:playbook_id>/", pages.playbook_page, name="page"),

@@ -14,6 +14,7 @@ import json
 import pytest
 
 from audit.models import AuditEvent, EventKind
+from chat.models import Turn
 from governance.models import Role
 from playbooks.models import Playbook, PlaybookRun
 from tests.support.browser import browser_stack, chat_env, chromium, pages  # noqa: F401 (fixtures)
@@ -51,8 +52,12 @@ def ask_in_chat(chat_env, pages, user):
 
 
 def save_as_playbook(page, chat_env) -> Playbook:
-    page.goto(chat_env.url("/playbooks/"))
+    # From the answer's actions on the chat page: the playbook list opens
+    # with that turn's question picked.
+    page.click(".row.assistant .save-playbook")
     page.wait_for_selector("#from-turn-question option[value]", state="attached")
+    turn = page.input_value("#from-turn-question")
+    assert turn == str(Turn.objects.get().pk)
     page.fill("#from-turn-name", "첫 고객 연락처 확인")
     page.click("#from-turn button[type=submit]")
     page.wait_for_selector("#editor .pb-node-edit")
