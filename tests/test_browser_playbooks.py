@@ -17,7 +17,6 @@ from audit.models import AuditEvent, EventKind
 from chat.models import Turn
 from governance.models import Role
 from playbooks.models import Playbook, PlaybookRun
-from tests.support.browser import browser_stack, chat_env, chromium, pages  # noqa: F401 (fixtures)
 from tests.support.fake_llm import Reply, text, tool_call
 
 pytestmark = [
