@@ -33,6 +33,7 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.error
 import urllib.request
 import uuid
 from concurrent.futures import ThreadPoolExecutor
@@ -212,7 +213,9 @@ def _start_runs(url: str, key: str, count: int) -> list:
         try:
             with urllib.request.urlopen(request, timeout=120) as response:
                 return json.loads(response.read())["id"]
-        except Exception as exc:  # counted as not started
+        except urllib.error.HTTPError as exc:  # counted as not started, with why
+            return f"error:HTTP {exc.code}"
+        except Exception as exc:
             return f"error:{type(exc).__name__}"
 
     with ThreadPoolExecutor(max_workers=max(1, count)) as pool:
@@ -230,7 +233,7 @@ def _wait_runs(started: list, timeout: float) -> list:
             break
         time.sleep(0.5)
     rows = list(PlaybookRun.objects.filter(pk__in=ids))
-    return rows + [None] * (len(started) - len(ids))
+    return rows + [i for i in started if not isinstance(i, int)]
 
 
 def _pct(values: list[float], q: float) -> float:
@@ -241,12 +244,16 @@ def _pct(values: list[float], q: float) -> float:
 def report(args, alone: dict, mixed: dict, runs: list) -> None:
     from playbooks.models import ACTIVE_RUN_STATUSES
 
-    real = [r for r in runs if r is not None]
+    real = [r for r in runs if not isinstance(r, str)]
+    refused = sorted({r for r in runs if isinstance(r, str)})
+    unfinished = sorted({f"{r.status}: {r.error[:60]}" for r in real if r.status != "completed"})
     ended = [r for r in real if r.status not in ACTIVE_RUN_STATUSES and r.finished_at]
     completed = sum(r.status == "completed" for r in ended)
     model_time = args.delay * len(NODES)
     durations = [max(0.0, (r.finished_at - r.created_at).total_seconds() - model_time) * 1000 for r in ended]
     setup = f"{args.pool} pool, {args.workers} worker(s) x {args.concurrency}, model {args.delay:g}s"
+    if args.db_pool:
+        setup += f", DB pool {args.db_pool}"
     for label, r in (("chat alone", alone), (f"chat beside {args.runs} playbook runs", mixed)):
         print(
             f"{label}: N={r['n']}: {r['finished']}/{r['expected']} turns finished ({r['completed']} completed), "
@@ -258,6 +265,8 @@ def report(args, alone: dict, mixed: dict, runs: list) -> None:
         f"playbook runs: {len(ended)}/{len(runs)} ended ({completed} completed, {len(runs) - len(real)} not started), "
         f"{len(NODES)} agent nodes each, duration less model time p50 "
         f"{statistics.median(durations) if durations else float('nan'):.0f} ms, p95 {_pct(durations, 95):.0f} ms"
+        f"{', not started: ' + ', '.join(refused) if refused else ''}"
+        f"{', not completed: ' + '; '.join(unfinished) if unfinished else ''}"
     )
     print(
         f"headline: chat p95 overhead {alone['p95']:.0f} ms alone, {mixed['p95']:.0f} ms beside "
