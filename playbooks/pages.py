@@ -18,6 +18,7 @@ from django.views.decorators.http import require_POST
 
 from chat.models import Message, MessageRole
 from chat.reveal import may_reveal
+from chat.turns import origins
 from chat.views import CHAT_PAGE_CSP
 from governance.models import LlmModel, PiiKindChoice, Role
 from governance.pii.kinds import TOKEN_LABELS, PiiKind
@@ -48,6 +49,7 @@ def _recent_questions(user, limit: int = 30) -> list[dict]:
         Message.objects.filter(role=MessageRole.USER, turn__conversation__owner=user)
         .filter(turn__conversation__deleted_at__isnull=True)
         .exclude(turn__conversation__tier="")
+        .filter(turn__origin=origins.CHAT.name)  # a person's questions, not a run's rendered steps
         .select_related("turn__conversation")
         .order_by("-id")[:limit]
     )

@@ -335,6 +335,8 @@
         else list.appendChild(fresh);
       }
       $("run-stop").disabled = !config.active.includes(run.status);
+      const approval = $("run-approval"); // the run waits for its person's answer in its conversation
+      if (approval) approval.hidden = run.status !== "waiting_approval";
       document.body.dataset.runStatus = run.status;
     }
 
