@@ -11,6 +11,7 @@ one's own runs: audit.admin_views.AuditedViewsMixin).
 from __future__ import annotations
 
 from django.contrib import admin, messages
+from django.urls import path, reverse
 from django.utils.html import format_html, format_html_join
 from django.utils.translation import gettext_lazy as _
 
@@ -89,9 +90,23 @@ class PlaybookAdmin(GovernedAdminMixin, _ReadOnly, admin.ModelAdmin):
     list_display = ("name", "owner", "tier", "model", "updated_at")
     list_filter = ("tier",)
     search_fields = ("name",)
-    fields = ("name", "owner", "tier", "model", "description", "parameters", "nodes", "allow_overlap")
+    fields = ("name", "owner", "tier", "model", "description", "parameters", "nodes", "allow_overlap", "preview")
     readonly_fields = fields
     inlines = [PreApprovalInline, ScheduleInline]
+
+    def get_urls(self):
+        from playbooks.admin_preview import playbook_turn_preview
+
+        view = self.admin_site.admin_view(lambda request, object_id: playbook_turn_preview(self, request, object_id))
+        return [
+            path("<path:object_id>/turn-preview/", view, name="playbooks_playbook_turn_preview"),
+            *super().get_urls(),
+        ]
+
+    @admin.display(description=_("Turn preview"))
+    def preview(self, obj: Playbook) -> str:
+        url = reverse("admin:playbooks_playbook_turn_preview", args=[obj.pk])
+        return format_html('<a href="{}">{}</a>', url, _("What a run of it would see (recorded)"))
 
 
 @admin.register(PreApproval)

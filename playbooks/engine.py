@@ -69,7 +69,16 @@ def advance(run_id: int) -> int | None:
     node's turn; its id (for the caller to run), or None when there is
     nothing to run now (ended, waiting, or a node still running)."""
     with transaction.atomic():
-        run = PlaybookRun.objects.select_for_update().select_related("playbook", "actor").filter(pk=run_id).first()
+        # Only the run's row: FOR UPDATE over the join would lock the
+        # playbook's and the person's rows too, which every concurrent run
+        # start (its insert's foreign-key check) and turn waits on —
+        # deadlocks under 50 runs at once (bench/playbook_load.py).
+        run = (
+            PlaybookRun.objects.select_for_update(of=("self",))
+            .select_related("playbook", "actor")
+            .filter(pk=run_id)
+            .first()
+        )
         if run is None or run.status not in ACTIVE_RUN_STATUSES:
             return None
         # What the run records (its reasons) is in its person's language, as its turns are.

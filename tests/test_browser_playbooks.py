@@ -1,0 +1,149 @@
+"""Playbooks in a real browser (Playwright + Debian's Chromium) on the
+production stack (daphne, a Celery worker, Redis, the scripted model
+server): a question answered in chat is saved as a playbook, its
+parameters are edited (a bad one is refused with the service's words),
+it runs and the run page follows its progress without a reload, the run
+detail shows the masked output as token chips; a reveal without the
+permission shows the refusal and writes no reveal, with it the value shows
+and exactly one reveal event names the run's conversation."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from audit.models import AuditEvent, EventKind
+from chat.models import Turn
+from governance.models import Role
+from playbooks.models import Playbook, PlaybookRun
+from tests.support.fake_llm import Reply, text, tool_call
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.services,
+    pytest.mark.e2e,
+    pytest.mark.django_db(transaction=True),
+]
+
+SQL = "SELECT name, phone FROM customers ORDER BY id"
+PHONE = "010-1234-5678"
+
+
+def answer_with_token(body: dict) -> Reply:
+    tool = [m for m in body["messages"] if m["role"] == "tool"][-1]
+    return text(f"첫 고객의 연락처는 {json.loads(tool['content'])['rows'][0][1]} 입니다.")
+
+
+def ask_in_chat(chat_env, pages, user):
+    chat_env.fake.script = [tool_call("run_sql", {"connection": "sales", "sql": SQL}), answer_with_token]
+    page = pages.open(user)
+    page.goto(chat_env.url("/"))
+    page.wait_for_selector(".empty")
+    page.fill("#text", "첫 고객 연락처")
+    page.press("#text", "Enter")
+    page.wait_for_function(
+        "() => document.querySelectorAll('.row.assistant').length >= 1"
+        " && !document.querySelector('.working') && !document.querySelector('#send.stop')",
+        timeout=60_000,
+    )
+    return page
+
+
+def save_as_playbook(page, chat_env) -> Playbook:
+    # From the answer's actions on the chat page: the playbook list opens
+    # with that turn's question picked.
+    page.click(".row.assistant .save-playbook")
+    page.wait_for_selector("#from-turn-question option[value]", state="attached")
+    turn = page.input_value("#from-turn-question")
+    assert turn == str(Turn.objects.get().pk)
+    page.fill("#from-turn-name", "첫 고객 연락처 확인")
+    page.click("#from-turn button[type=submit]")
+    page.wait_for_selector("#editor .pb-node-edit")
+    playbook = Playbook.objects.get()
+    assert playbook.name == "첫 고객 연락처 확인" and playbook.owner == chat_env.alice
+    assert playbook.tier == "private" and playbook.nodes[0]["prompt"] == "첫 고객 연락처"
+    return playbook
+
+
+def add_parameter(page, name: str, kind: str = "text") -> None:
+    page.click("#editor button:has-text('매개변수 추가')")
+    row = page.locator("#editor .pb-parameter").last
+    row.locator("[data-field=name]").fill(name)
+    row.locator("[data-field=label]").fill("지역")
+    row.locator("[data-field=kind]").select_option(kind)
+
+
+def test_save_edit_run_watch_and_reveal(chat_env, pages):
+    page = ask_in_chat(chat_env, pages, chat_env.alice)
+    playbook = save_as_playbook(page, chat_env)
+
+    # A bad parameter name is refused with the service's words; nothing changes.
+    add_parameter(page, "Bad Name")
+    page.click("#editor-save")
+    page.wait_for_selector("#editor-error:not([hidden])")
+    assert "Bad Name" in page.inner_text("#editor-error")
+    playbook.refresh_from_db()
+    assert playbook.parameters == []
+
+    # A good one, used by the step's prompt.
+    page.locator("#editor .pb-parameter").last.locator("[data-field=name]").fill("region")
+    page.locator("#editor [data-field=prompt]").fill("$region 지역의 첫 고객 연락처")
+    page.click("#editor-save")
+    page.wait_for_selector("#run-form input[name=region]")
+    playbook.refresh_from_db()
+    assert [p["name"] for p in playbook.parameters] == ["region"]
+    assert playbook.nodes[0]["prompt"] == "$region 지역의 첫 고객 연락처"
+
+    # A required parameter left empty: the run is refused before it starts.
+    page.click("#run-now")
+    page.wait_for_selector("#run-error")
+    assert "지역" in page.inner_text("#run-error")
+    assert not PlaybookRun.objects.exists()
+
+    # Run; the page shows it running, then done, without a reload.
+    chat_env.fake.delay = 1.5  # a slow model: the run is seen while it runs
+    chat_env.fake.script = [tool_call("run_sql", {"connection": "sales", "sql": SQL}), answer_with_token]
+    page.fill("#run-form input[name=region]", "서울")
+    page.click("#run-now")
+    page.wait_for_selector("#run-nodes")
+    page.wait_for_selector("#run-status[data-status=running]", timeout=30_000)
+    page.evaluate("() => { window.__sameDocument = true; }")
+    page.wait_for_selector("#run-status[data-status=completed]", timeout=60_000)
+    assert page.evaluate("() => window.__sameDocument === true")  # followed live, not reloaded
+    run = PlaybookRun.objects.get()
+    assert run.status == "completed" and run.parameters == {"region": "서울"}
+    assert any("서울 지역의 첫 고객 연락처" in json.dumps(r, ensure_ascii=False) for r in chat_env.fake.requests)
+
+    # The run detail after a reload: the same, the output as a locked chip.
+    page.reload()
+    page.wait_for_selector("#run-status[data-status=completed]")
+    chip = page.locator("#run-nodes .pb-output .pii").first
+    chip.wait_for()
+    assert PHONE not in page.content()
+    assert "locked" in chip.get_attribute("class")
+    chip.click()
+    page.wait_for_selector("#popover:not([hidden])")
+    assert "역할" in page.inner_text("#popover")  # who may reveal, as the chat page says
+    assert page.locator("#run-nodes .pii.revealed").count() == 0
+    assert not AuditEvent.objects.filter(kind=EventKind.PII_REVEAL).exists()
+
+    # With the permission the value shows and one reveal is on the record.
+    Role.objects.get(name="revealers").users.add(chat_env.alice)
+    page.reload()
+    chip = page.locator("#run-nodes .pb-output .pii.revealable").first
+    chip.wait_for()
+    chip.click()
+    page.wait_for_selector("#run-nodes .pii.revealed")
+    assert PHONE in page.inner_text("#run-nodes")
+    reveals = AuditEvent.objects.filter(kind=EventKind.PII_REVEAL)
+    assert reveals.count() == 1
+    assert reveals.get().resource_id == str(run.conversation_id)
+
+    # Re-run with the same parameters: a new run, the same values.
+    chat_env.fake.delay = 0.0
+    chat_env.fake.script = [tool_call("run_sql", {"connection": "sales", "sql": SQL}), answer_with_token]
+    page.click("#run-again")
+    page.wait_for_selector("#run-status[data-status=completed]", timeout=60_000)
+    again = PlaybookRun.objects.exclude(pk=run.pk).get()
+    assert again.rerun_of_id == run.pk and again.parameters == {"region": "서울"}
