@@ -191,6 +191,7 @@ from governance.pii.detect.rules import (  # what a candidate is judged by
     _context,
     _overlaps,
     _phone_confidence,
+    _reads_as_decimal,
     _rrn_candidate,
     _spaced_account,
     opaque_runs,
@@ -418,10 +419,12 @@ _PASSPORT_LABEL = re.compile("여권|passport", re.IGNORECASE)
 # Stage 2 patterns (ASCII, applied to normalised text)
 # ==========================================================================
 
-# Separator inside a phone / RRN / licence: hyphen or dot (optionally spaced)
-# or one space. Cards: no dots (1.2.3-style runs are versions, not cards).
+# Separator inside a phone / RRN / card / licence: hyphen or dot (optionally
+# spaced) or one space. Versions (1.2.3) never have the card layouts'
+# four-digit groups; a card with dots only must also start like one (as a
+# bare run must: rules._card_confidence).
 _SEP = r"(?:[ \t]?[-.][ \t]?|[ \t])"
-_CSEP = r"(?:[ \t]?-[ \t]?|[ \t])"
+_CSEP = _SEP
 
 # National significant prefixes without the trunk 0, longest first: mobile
 # 10-19, Seoul 2, area codes 31-33/41-44/51-55/61-64, 050X, 060/070/080.
@@ -440,8 +443,13 @@ _PHONE_BODY = rf"""
 """
 
 # YYMMDD with month 01-12 and day 01-31 (day-in-month is checked in Python),
-# then the gender/century digit 1-8. Hyphen, space or nothing.
-_RRN_BODY = r"\d\d(?:0[1-9]|1[0-2])(?:0[1-9]|[12]\d|3[01])(?:[ \t]?-[ \t]?|[ \t])?[1-8]\d{6}(?!\d)"
+# then the gender/century digit 1-8. Any separator or none, also inside the
+# front half when it is written as a date (90.01.01-1234567, 9001.01.1234567);
+# the one decimal-shaped spelling, 900101.1234567, is judged in Python
+# (rules._reads_as_decimal).
+_RRN_BODY = (
+    rf"\d\d{_SEP}?(?:0[1-9]|1[0-2]){_SEP}?(?:0[1-9]|[12]\d|3[01]){_SEP}?[1-8]\d{{6}}(?!\d)"
+)
 
 _CARD_BODY = rf"""
     (?P<card16>\d{{4}}(?:{_CSEP}\d{{4}}){{3}})(?:{_CSEP}\d{{3}})?(?!\d)   # 4-4-4-4, 4-4-4-4-3
@@ -562,6 +570,8 @@ _DATE_CELL = re.compile(
 
 # Every phone starts with 0, "(0", "+82", "0082", "82" or 15xx/16xx/18xx.
 _PHONE_START = frozenset("0(+81")
+# A separator after a front half's 2nd, 4th or 6th digit (an RRN), a card's 4th.
+_RRN_SEPS = frozenset(" \t-.")
 
 
 def _whole_region(text: str, start: int, end: int, ctx: _Context) -> _Candidate | None:
@@ -587,14 +597,23 @@ def _whole_region(text: str, start: int, end: int, ctx: _Context) -> _Candidate 
         # with a separator after the 6th; a card has a separator after the
         # 4th digit, or is bare and starts like a card (see _card_confidence).
         bare = text[start:end].isdigit()
-        if (length == 13 and bare) or (length <= 16 and text[start + 6] in " \t-"):
+        if (length == 13 and bare) or (
+            not bare
+            and length <= 22
+            and (text[start + 6] in _RRN_SEPS or text[start + 2] in _RRN_SEPS or text[start + 4] in _RRN_SEPS)
+        ):
             m = _RRN_RX.match(text, start)
-            if m is not None and m.end() == end and (hit := _rrn_candidate(m.group())):
+            if (
+                m is not None
+                and m.end() == end
+                and (hit := _rrn_candidate(m.group()))
+                and not _reads_as_decimal(ctx, start, end)
+            ):
                 return hit[0], start, end, hit[1]
         if bare:
             card_like = first in "34569" or "22" <= text[start : start + 2] <= "27"
         else:
-            card_like = text[start + 4] in " \t-"
+            card_like = text[start + 4] in _RRN_SEPS
         if card_like:
             m = _CARD_RX.match(text, start)
             if m is not None and m.end() == end and (conf := _card_confidence(m.group())) is not None:
@@ -611,7 +630,7 @@ def _scan_region(text: str, lo: int, hi: int, out: list[_Candidate], ctx: _Conte
         start = m.start()
         rrn, card, phone, chain, spaced = m.group("rrn", "card", "phone", "chain", "spaced")
         taken = start  # end of the longest candidate found at this start
-        if rrn and (hit := _rrn_candidate(rrn)):
+        if rrn and (hit := _rrn_candidate(rrn)) and not _reads_as_decimal(ctx, start, start + len(rrn)):
             taken = start + len(rrn)
             out.append((hit[0], start, taken, hit[1]))
         if card:

@@ -297,8 +297,31 @@ def _rrn_candidate(value: str) -> tuple[str, float] | None:
     return kind, (0.9 if len(value) > 13 else 0.8)
 
 
+# A dotted RRN written like a decimal (900101.1234567) is an RRN unless what
+# stands right before reads it as a number: an aggregate's word or a sign
+# (평균 900101.1234567, AVG(x) = ..., -900101.1234567). An RRN word nearer wins.
+_DECIMAL_SHAPE = re.compile(r"[0-9]{6}\.[0-9]{7}", re.ASCII)
+_DECIMAL_BEFORE = re.compile(
+    r"(?:평균|합계|비율|avg|average|mean|sum|total|median|ratio|rate|std|=)[^0-9]{0,12}\Z|[-+−]\Z"
+)
+_RRN_WORDS = _label("주민|외국인|rrn|resident|생년월일")
+
+
+def _reads_as_decimal(ctx: _Context, start: int, end: int) -> bool:
+    text = ctx[0]
+    if text[start + 6 : start + 7] != "." or not _DECIMAL_SHAPE.fullmatch(text, start, end):
+        return False
+    if _near(_RRN_WORDS, ctx, start, end, 20, 10):
+        return False
+    return _DECIMAL_BEFORE.search(text[max(0, start - 20) : start].lower()) is not None
+
+
 def _card_confidence(value: str) -> float | None:
     if not value.isdigit():
+        if "-" not in value and " " not in value and "\t" not in value and not (
+            value[0] in "34569" or "22" <= value[:2] <= "27"
+        ):
+            return None  # dots only: read like a bare run
         return 0.95 if _luhn_ok(_NON_DIGIT.sub("", value)) else None
     # A bare run must also start like a card number (see the module docstring).
     if value[0] in "34569" or "22" <= value[:2] <= "27":
