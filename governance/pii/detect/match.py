@@ -470,9 +470,10 @@ _CHAIN_AFTER = r"(?![A-Za-z0-9_])(?![-_/][A-Za-z0-9])"
 # Possessive: a chain is judged whole, never cut back to a prefix that passes
 # the guards ("110-123-456789.5ORD" is a code, not an account + ".5ORD").
 _CHAIN_BODY = rf"{_CHAIN_BEFORE}\d++(?:[ \t]?[-.][ \t]?\d++){{0,4}}+{_CHAIN_AFTER}"
-# "계좌 110 123 456789": space-separated groups, accepted only next to an
-# account word (spaces also separate unrelated numbers).
-_SPACED_BODY = rf"{_CHAIN_BEFORE}(?<![0-9][ \t])\d{{2,7}}(?:[ \t]\d{{2,7}}){{1,3}}{_CHAIN_AFTER}"
+# "계좌 110 123 456789": groups with a space between some (spaces also
+# separate unrelated numbers), accepted next to an account word, or in a
+# phone's layout (rules._spaced_account).
+_SPACED_BODY = rf"{_CHAIN_BEFORE}(?<![0-9][ \t])\d{{2,7}}(?:{_SEP}\d{{2,7}}){{1,3}}{_CHAIN_AFTER}"
 
 # The master regex: at each position that does not continue a digit run, every
 # format is tried in its own optional lookahead and captured if it matches; the

@@ -404,6 +404,29 @@ def _account_word_near(text: str, start: int, end: int, groups: list[str], n_dig
     return not _id_label_wins(ctx, start, end)
 
 
+# A phone's layout: a prefix (see match._NAT), 3-4 digits and 4, and no
+# further group. Joined by hyphens it is an account by rule (a); with a space
+# inside it is the same number (011 045-3854: an exchange starting with 0 is
+# no phone to the phone pattern), so it is masked without an account word.
+_PHONE_PREFIX = re.compile(r"0(?:50[0-9]|1[016-9]|2|3[1-3]|4[1-4]|5[1-5]|6[1-4]|[678]0)", re.ASCII)
+_NEXT_GROUP = re.compile(r"[ \t]?[-.]?[ \t]?[0-9]", re.ASCII)
+
+
 def _spaced_account(text: str, start: int, end: int, ctx: _Context) -> bool:
+    """Digit groups with a space between some: an account next to an account
+    word, or in a phone's layout (the hyphenated form is already an account)."""
+    if " " not in text[start:end] and "\t" not in text[start:end]:
+        return False  # joined by hyphens and dots only: the chain rules judge it
     groups = _DIGIT_GROUP.findall(text, start, end)
-    return 10 <= sum(len(g) for g in groups) <= 14 and _account_word_near(text, start, end, groups, 0, ctx)
+    if not 10 <= sum(len(g) for g in groups) <= 14:
+        return False
+    if (
+        len(groups) == 3
+        and 3 <= len(groups[1]) <= 4
+        and len(groups[2]) == 4
+        and _PHONE_PREFIX.fullmatch(groups[0])
+        and not _NEXT_GROUP.match(text, end)
+        and not _id_label_wins(ctx, start, end)
+    ):
+        return True
+    return _account_word_near(text, start, end, groups, 0, ctx)
