@@ -178,7 +178,7 @@ COMMON = {"1": "일", "2": "이", "4": "사", "5": "오"}
 def test_rrns_in_the_common_number_words(data: st.DataObject, yy: str, mmdd: str, gender: str, rest: str) -> None:
     zero = data.draw(st.sampled_from("공영"))
     words = "".join(COMMON.get(d, zero) for d in yy + mmdd), "".join(COMMON[d] for d in gender + rest)
-    value = data.draw(st.sampled_from(["", " ", "-", ". ", "  "])).join(words)
+    value = data.draw(st.sampled_from(["", " ", "-", ". ", "  ", ", "])).join(words)
     prefix = data.draw(st.sampled_from(["", "네 ", "제 번호는 ", "고객: "]))
     suffix = data.draw(st.sampled_from(["", " 입니다", ".", "번 맞아요"]))
     assert_masked(f"{prefix}{value}{suffix}", value, "rrn")

@@ -365,8 +365,11 @@ _STAGE1_RAW = re.compile(
     f"|(?<=[{_RARE_WORDS}])(?:(?={_WORD_SEP}?[{_NUMBER_WORDS}0-9])|(?<=[{_NUMBER_WORDS}0-9].)"
     f"|(?<=[{_NUMBER_WORDS}0-9]{_WORD_SEP}.))"
     # the common four count between a digit and a number: 010-일이사오-5678
-    # (not "15일 오후", a date: no space after)
-    f"|(?<=[일이사오])(?:(?<=[0-9].)|(?<=[0-9]{_WORD_SEP}.))(?=[-._/~]?[{_NUMBER_WORDS}0-9])"
+    # (not "15일 오후", a date: no space after); alone, in a run as long as
+    # an RRN's front half (이이일이일일, 6 words: prose has no such run) or
+    # of four touching a digit (사일일일-0000)
+    f"|(?<=[일이사오])(?:(?:(?<=[0-9].)|(?<=[0-9]{_WORD_SEP}.))(?=[-._/~]?[{_NUMBER_WORDS}0-9])"
+    f"|(?=[{_NUMBER_WORDS}]{{5}}|[{_NUMBER_WORDS}]{{3}}{_WORD_SEP}?[0-9]))"
     f"|(?<=[{_OTHER_HINT_STARTS}])(?:{_OTHER_HINT_TAILS})"
     f"|(?<=[{_LETTER_HINT_STARTS}])(?:{_LETTER_HINT_TAILS})"
     f"|(?<![0-9{_HINT_STARTS}]))"
