@@ -331,7 +331,15 @@ _OTHER_HINT_STARTS = '골앳주외여면닷점쩜~&<%\\\\\r\n"@\\[({aAdD'  # a c
 # rarer syllables): a run of eight digits all written 일, 이, 사 or 오 is
 # (4/10)^8, and those four are the commonest syllables of Korean prose.
 _RARE_WORDS = "".join(ch for ch in _NUMBER_WORDS if ch not in "일이사오")
-_HINT_STARTS = _NUMBER_WORDS + _OTHER_HINT_STARTS + "OolIA-Z"
+# English labels that name a value on their own (a spaced passport or
+# licence number, an RRN's half), any case: in Korean text these letters are
+# rare, so a stop at each costs little (ASCII text tests substrings instead).
+_LABEL_HINT_STARTS = "pPdDlLrR"
+_LABEL_HINT_TAILS = (
+    r"(?<=[pP])(?=[aA][sS][sS][pP][oO][rR][tT])|(?<=[dD])(?=[rR][iI][vV][eE][rR])"
+    r"|(?<=[lL])(?=[iI][cC][eE][nN][cCsS][eE])|(?<=[rR])(?=[rR][nN]|[eE][sS][iI][dD][eE][nN][tT])"
+)
+_HINT_STARTS = _NUMBER_WORDS + _OTHER_HINT_STARTS + "OolIA-Zpdr"
 _OTHER_HINT_TAILS = (
     r"(?<=[골앳주외여면])(?:(?<=골)(?=뱅)|(?<=앳)|(?<=주)(?=민)|(?<=외)(?=국인)|(?<=여)(?=권)|(?<=면)(?=허))"
     r"|(?<=[닷점쩜])(?:(?<=[A-Za-z0-9].)|(?<=[A-Za-z0-9] .))(?=[ \t]?[A-Za-z컴넷])"  # naver닷컴, naver 점 com
@@ -364,14 +372,16 @@ _STAGE1_RAW = re.compile(
     f"(?:(?<=[0-9]){_REGION_TAIL}"
     f"|(?<=[{_RARE_WORDS}])(?:(?={_WORD_SEP}?[{_NUMBER_WORDS}0-9])|(?<=[{_NUMBER_WORDS}0-9].)"
     f"|(?<=[{_NUMBER_WORDS}0-9]{_WORD_SEP}.))"
-    # the common four count between a digit and a number: 010-일이사오-5678
-    # (not "15일 오후", a date: no space after); alone, in a run as long as
+    # the common four count between a digit and a number: 010-일이사오-5678,
+    # 010--일일일일--0000 (not "15일 오후", a date: no space after); alone, in a run as long as
     # an RRN's front half (이이일이일일, 6 words: prose has no such run) or
     # of four touching a digit (사일일일-0000)
-    f"|(?<=[일이사오])(?:(?:(?<=[0-9].)|(?<=[0-9]{_WORD_SEP}.))(?=[-._/~]?[{_NUMBER_WORDS}0-9])"
-    f"|(?=[{_NUMBER_WORDS}]{{5}}|[{_NUMBER_WORDS}]{{3}}{_WORD_SEP}?[0-9]))"
+    f"|(?<=[일이사오])(?:(?:(?<=[0-9].)|(?<=[0-9]{_WORD_SEP}.)|(?<=[0-9]{_WORD_SEP}{{2}}.))"
+    f"(?=[-._/~]{{0,2}}[{_NUMBER_WORDS}0-9])"
+    f"|(?=[{_NUMBER_WORDS}]{{5}}|[{_NUMBER_WORDS}]{{3}}{_WORD_SEP}{{0,2}}[0-9]))"
     f"|(?<=[{_OTHER_HINT_STARTS}])(?:{_OTHER_HINT_TAILS})"
     f"|(?<=[{_LETTER_HINT_STARTS}])(?:{_LETTER_HINT_TAILS})"
+    f"|(?<=[{_LABEL_HINT_STARTS}])(?:{_LABEL_HINT_TAILS})"
     f"|(?<![0-9{_HINT_STARTS}]))"
 )
 # ASCII text: the hints of a hidden value, in one search after the whole-cell
