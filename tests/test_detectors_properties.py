@@ -156,7 +156,11 @@ def test_rrns_with_a_date_for_a_front_half(
     inner = data.draw(st.sampled_from(FRONT_SEPARATORS))
     split = data.draw(st.sampled_from(["yy.mm.dd", "yymm.dd", "yy.mmdd"]))
     yy, mm, dd = f"{year:02d}", f"{month:02d}", f"{day:02d}"
-    front = {"yy.mm.dd": f"{yy}{inner}{mm}{inner}{dd}", "yymm.dd": f"{yy}{mm}{inner}{dd}", "yy.mmdd": f"{yy}{inner}{mm}{dd}"}
+    front = {
+        "yy.mm.dd": f"{yy}{inner}{mm}{inner}{dd}",
+        "yymm.dd": f"{yy}{mm}{inner}{dd}",
+        "yy.mmdd": f"{yy}{inner}{mm}{dd}",
+    }
     value = front[split] + data.draw(st.sampled_from(["-", ".", " ", " - "])) + gender + rest
     prefix = data.draw(st.sampled_from(["", "주민번호 ", "고객 ", "RRN: "]))
     assert_masked(f"{prefix}{value} 확인", value)
@@ -260,9 +264,7 @@ def test_spaced_passports_named_by_an_english_label_in_korean_text(
     data=st.data(),
     groups=st.tuples(*(st.text("0123456789", min_size=n, max_size=n) for n in (2, 2, 6, 2))),
 )
-def test_spaced_licences_named_by_an_english_label_in_korean_text(
-    data: st.DataObject, groups: tuple[str, ...]
-) -> None:
+def test_spaced_licences_named_by_an_english_label_in_korean_text(data: st.DataObject, groups: tuple[str, ...]) -> None:
     value = " ".join(groups)
     label = data.draw(st.sampled_from(["Driver license", "driver's licence", "License No.", "DRIVER LICENSE:"]))
     assert_masked(f"저의 {label} {value} 입니다", value, "driver_license")

@@ -38,7 +38,8 @@ _HALVES = re.compile(
 
 _PASSPORT_LABEL = re.compile(r"여권|passport|旅券|护照|護照|pasaporte|passeport|reisepass", re.IGNORECASE)
 _PASSPORT = re.compile(
-    r"(?<![A-Za-z0-9])(?:[A-Za-z]{1,2}[ -]?[0-9]{2,5}(?:[ -]?[0-9]{2,5}){0,2}|[A-Za-z][0-9]{3}[A-Za-z][0-9]{4}|[0-9]{9})"
+    r"(?<![A-Za-z0-9])"
+    r"(?:[A-Za-z]{1,2}[ -]?[0-9]{2,5}(?:[ -]?[0-9]{2,5}){0,2}|[A-Za-z][0-9]{3}[A-Za-z][0-9]{4}|[0-9]{9})"
     r"(?![A-Za-z0-9])",
     re.ASCII,
 )

@@ -2,8 +2,9 @@
 and labels looked for around it (account words, bank names, identifier
 labels), group layouts of banks and licences, hex tokens that are opaque,
 validators (Luhn, the RRN checksum, dates) and the per-kind decisions.
-governance.pii.detect.match holds the patterns and the scan; its module
-docstring records the decisions these rules implement."""
+governance.pii.detect.patterns holds the patterns, governance.pii.detect.match
+the scan; the package's docstring (governance.pii.detect) records the
+decisions these rules implement."""
 
 from __future__ import annotations
 
@@ -318,8 +319,11 @@ def _reads_as_decimal(ctx: _Context, start: int, end: int) -> bool:
 
 def _card_confidence(value: str) -> float | None:
     if not value.isdigit():
-        if "-" not in value and " " not in value and "\t" not in value and not (
-            value[0] in "34569" or "22" <= value[:2] <= "27"
+        if (
+            "-" not in value
+            and " " not in value
+            and "\t" not in value
+            and not (value[0] in "34569" or "22" <= value[:2] <= "27")
         ):
             return None  # dots only: read like a bare run
         return 0.95 if _luhn_ok(_NON_DIGIT.sub("", value)) else None
