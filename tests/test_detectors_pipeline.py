@@ -238,3 +238,13 @@ FALSE_POSITIVES = [
 def test_the_false_positive_corpus_stays_unmasked(text: str) -> None:
     assert spans(text) == []
     assert masked(text) == text
+
+
+def test_a_date_split_front_half_does_not_take_a_bank_layout_or_a_glued_date() -> None:
+    # 4-2-7 with hyphens is 카카오뱅크's account layout: it stays an account,
+    # whatever its first digits look like; dotted or spaced, the split is an RRN's.
+    assert spans("입금 1902-01-2675313") == [("account", "1902-01-2675313")]
+    assert spans("입금 8810-17-7797291") == [("account", "8810-17-7797291")]
+    assert spans("9001.01-1234567") == [("rrn", "9001.01-1234567")]
+    # A date with separators glued to a number is no front half.
+    assert spans("24.01.151234567") == []

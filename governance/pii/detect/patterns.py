@@ -37,7 +37,10 @@ _PHONE_BODY = rf"""
 # front half when it is written as a date (90.01.01-1234567, 9001.01.1234567);
 # the one decimal-shaped spelling, 900101.1234567, is judged in Python
 # (rules._reads_as_decimal).
-_RRN_BODY = rf"\d\d{_SEP}?(?:0[1-9]|1[0-2]){_SEP}?(?:0[1-9]|[12]\d|3[01]){_SEP}?[1-8]\d{{6}}(?!\d)"
+# A front half with separators inside is set apart from the back half too
+# (24.01.151234567 is a date glued to a number).
+_MONTH, _DAY = r"(?:0[1-9]|1[0-2])", r"(?:0[1-9]|[12]\d|3[01])"
+_RRN_BODY = rf"\d\d(?:{_MONTH}{_DAY}{_SEP}?|{_SEP}?{_MONTH}{_SEP}?{_DAY}{_SEP})[1-8]\d{{6}}(?!\d)"
 
 _CARD_BODY = rf"""
     (?P<card16>\d{{4}}(?:{_CSEP}\d{{4}}){{3}})(?:{_CSEP}\d{{3}})?(?!\d)   # 4-4-4-4, 4-4-4-4-3

@@ -284,7 +284,15 @@ def _overlaps(runs: list[tuple[int, int]], start: int, end: int) -> bool:
 # ==========================================================================
 
 
+# 4-2-7 joined by hyphens is 카카오뱅크's account layout, and a front half
+# split YYMM-DD reads the same: the account rules judge it (a dotted 9001.01-
+# or spaced split stays an RRN).
+_KAKAO_LAYOUT = re.compile(r"[0-9]{4}[ \t]?-[ \t]?[0-9]{2}[ \t]?-[ \t]?[0-9]{7}", re.ASCII)
+
+
 def _rrn_candidate(value: str) -> tuple[str, float] | None:
+    if len(value) > 14 and value[4] in "- \t" and _KAKAO_LAYOUT.fullmatch(value):
+        return None
     digits = value.replace("-", "").replace(" ", "")
     if not digits.isdigit():
         digits = _NON_DIGIT.sub("", digits)
