@@ -4,7 +4,8 @@ The public API, what is detected and the decisions on ambiguous formats are
 written in the package's docstring (governance.pii.detect). The prefilter
 (stage 1) is governance.pii.detect.prefilter, the format patterns
 governance.pii.detect.patterns, the rules that judge a candidate
-governance.pii.detect.rules; this module runs them.
+governance.pii.detect.rules, the e-mail finder governance.pii.detect.emails;
+this module runs them.
 
 How it works (speed matters: every tool result cell goes through here):
 stage 1 is one regex search for a run of 9+ digits and separators (ASCII
@@ -31,16 +32,13 @@ from bisect import bisect_left
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from governance.pii.detect.emails import _find_emails
 from governance.pii.detect.patterns import (
     _CARD_RX,
     _CHAIN_RX,
     _DATE_CELL,
     _DOMESTIC_RX,
     _EMAIL_CELL,
-    _EMAIL_DOMAIN,
-    _EMAIL_DOMAIN_ASCII,
-    _EMAIL_LOCAL,
-    _EMAIL_LOCAL_ASCII,
     _MASTER,
     _PASSPORT_RX,
     _PHONE_HEAD,
@@ -305,51 +303,6 @@ def _find_passports(text: str, out: list[_Candidate]) -> None:
         for m in _PASSPORT_RX.finditer(text, max(0, label.start() - 23), label.start()):
             if label.start() - m.end() <= 12:
                 out.append((_PASSPORT, m.start(), m.end(), 0.9))
-
-
-def _find_emails(text: str, out: list[_Candidate], ascii_text: bool = False) -> None:
-    at = text.find("@")
-    email_domain = _EMAIL_DOMAIN_ASCII if ascii_text else _EMAIL_DOMAIN
-    while at != -1:
-        domain = email_domain.match(text, at + 1)
-        local = domain and _EMAIL_LOCAL_ASCII.search(text, max(0, at - 64), at)
-        if domain and (
-            local is None
-            or (local.start() and not text[local.start() - 1].isascii() and not text[local.start()].isalpha())
-        ):
-            # A Unicode local part (홍길동@, 홍길동123@, 홍길동.kim@). Where an ASCII
-            # letter meets a non-ASCII one the address starts anyway (문의hong@),
-            # so the ASCII run is the answer then.
-            local = _EMAIL_LOCAL.search(text, max(0, at - 64), at) or local
-        if local:
-            start = _local_part_start(text, local.start(), at)
-            if start < at:
-                out.append((_EMAIL, start, domain.end(), 0.99))
-        at = text.find("@", at + 1)
-
-
-def _local_part_start(text: str, start: int, at: int) -> int:
-    """Where the local part text[start:at] really starts.
-
-    Quotes and dots around an address are punctuation: a local part does not
-    start with a dot (RFC) or, in practice, a quote, and ``key='a@b.kr'``
-    holds the address after the quote. Where Hangul (or another non-Latin
-    script) meets Latin letters, the address starts at the change
-    (``문의hong@x.com``): a Korean word runs into an address written after it.
-    A change between letters and digits is no boundary (``홍길동123@x.com``)."""
-    while start < at and text[start] in ".'`":
-        start += 1
-    local = text[start:at]
-    if "'" in local or "`" in local:
-        cut = max(local.rfind("='"), local.rfind("=`"))
-        if cut != -1:
-            start += cut + 2
-    if not local.isascii():
-        for i in range(at - 1, start, -1):
-            a, b = text[i - 1], text[i]
-            if a.isalpha() and b.isalpha() and a.isascii() != b.isascii():
-                return i
-    return start
 
 
 def _resolve_key(c: _Candidate) -> tuple[int, int, float, int]:
