@@ -246,5 +246,8 @@ def test_a_date_split_front_half_does_not_take_a_bank_layout_or_a_glued_date() -
     assert spans("입금 1902-01-2675313") == [("account", "1902-01-2675313")]
     assert spans("입금 8810-17-7797291") == [("account", "8810-17-7797291")]
     assert spans("9001.01-1234567") == [("rrn", "9001.01-1234567")]
+    # An aggregate's word must stand as a word to read a dotted run as a decimal.
+    assert spans("corporate 900101.1234567") == [("rrn", "900101.1234567")]
+    assert spans("주민번호 평균 900101.1234567") == [("rrn", "900101.1234567")]  # an RRN word wins
     # A date with separators glued to a number is no front half.
     assert spans("24.01.151234567") == []

@@ -7,8 +7,8 @@
   resident): "앞자리" alone names many things.
 * Passports, more layouts than the match stage's: one or two letters and 7-8
   digits with spaces or hyphens inside, in up to three groups (``M 1234 5678``,
-  ``M-12345678``, ``AB 1234567``, ``AB 123 4567``), the 2020 layout ``M123A4567``, and nine digits (the US
-  layout), within 25 characters after a label (여권, passport, 旅券, 护照,
+  ``M-12345678``, ``AB 1234567``, ``AB 123 4567``), the 2020 layout
+  ``M123A4567``, and nine digits (the US layout), within 25 characters after a label (여권, passport, 旅券, 护照,
   pasaporte, passeport, reisepass) or 12 before one.
 * Driver's licences with any separators (after folding, mixed ones are
   spaces): ``11 12 345678 90``, ``서울 12 345678 90``, within 25 characters after

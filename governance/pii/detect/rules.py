@@ -311,7 +311,8 @@ def _rrn_candidate(value: str) -> tuple[str, float] | None:
 # (평균 900101.1234567, AVG(x) = ..., -900101.1234567). An RRN word nearer wins.
 _DECIMAL_SHAPE = re.compile(r"[0-9]{6}\.[0-9]{7}", re.ASCII)
 _DECIMAL_BEFORE = re.compile(
-    r"(?:평균|합계|비율|avg|average|mean|sum|total|median|ratio|rate|std|=)[^0-9]{0,12}\Z|[-+−]\Z"
+    r"(?:평균|합계|비율|=|(?<![a-z])(?:avg|average|mean|sum|total|median|ratio|rate|std)(?![a-z]))[^0-9]{0,12}\Z"
+    r"|[-+−]\Z"
 )
 _RRN_WORDS = _label("주민|외국인|rrn|resident|생년월일")
 
@@ -416,7 +417,7 @@ def _account_word_near(text: str, start: int, end: int, groups: list[str], n_dig
     return not _id_label_wins(ctx, start, end)
 
 
-# A phone's layout: a prefix (see match._NAT), 3-4 digits and 4, and no
+# A phone's layout: a prefix (see patterns._NAT), 3-4 digits and 4, and no
 # further group. Joined by hyphens it is an account by rule (a); with a space
 # inside it is the same number (011 045-3854: an exchange starting with 0 is
 # no phone to the phone pattern), so it is masked without an account word.
