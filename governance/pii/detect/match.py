@@ -135,7 +135,7 @@ _Candidate = tuple[str, int, int, float]
 
 # Every phone starts with 0, "(0", "+82", "0082", "82" or 15xx/16xx/18xx.
 _PHONE_START = frozenset("0(+81")
-# A separator after a front half's 2nd, 4th or 6th digit (an RRN), a card's 4th.
+# A separator before an RRN's back half, after a card's 4th digit.
 _RRN_SEPS = frozenset(" \t-.")
 
 
@@ -162,10 +162,10 @@ def _whole_region(text: str, start: int, end: int, ctx: _Context) -> _Candidate 
         # with a separator after the 6th; a card has a separator after the
         # 4th digit, or is bare and starts like a card (see _card_confidence).
         bare = text[start:end].isdigit()
+        # An RRN ends in its 7-digit back half set apart by a separator (a
+        # card's or an account's last group is shorter or has no such one).
         if (length == 13 and bare) or (
-            not bare
-            and length <= 22
-            and (text[start + 6] in _RRN_SEPS or text[start + 2] in _RRN_SEPS or text[start + 4] in _RRN_SEPS)
+            not bare and length <= 22 and text[end - 8] in _RRN_SEPS and text[end - 7 : end].isdigit()
         ):
             m = _RRN_RX.match(text, start)
             if (
