@@ -101,6 +101,36 @@ HIDDEN = [
     ("광주은행 1071234567890", "1071234567890", "account"),
     ("전북은행 5071234567890", "5071234567890", "account"),
     ("제주은행 70012345678", "70012345678", "account"),
+    # dots only: cards and RRNs (a dotted RRN is decimal-shaped: see DECIMAL_LIKE)
+    ("4111.1111.1111.1111", "4111.1111.1111.1111", "card"),
+    ("카드 4111.1111.1111.1111 결제", "4111.1111.1111.1111", "card"),
+    ("amex 3782.822463.10005", "3782.822463.10005", "card"),
+    ("900101.1234567", "900101.1234567", "rrn"),
+    ("고객 900101.1234567 확인", "900101.1234567", "rrn"),
+    ("주민번호 9001.01-1234567", "9001.01-1234567", "rrn"),
+    ("90.01.01-1234567", "90.01.01-1234567", "rrn"),
+    ("9001.01.1234567", "9001.01.1234567", "rrn"),
+    ("생년 90.01.01.1234567", "90.01.01.1234567", "rrn"),
+    ("90 01 01 1234567 입니다", "90 01 01 1234567", "rrn"),
+    ("주민번호 90-01-01-1234567", "90-01-01-1234567", "rrn"),
+    # a phone layout with a space inside, no context word, an exchange starting with 0
+    ("011 045-3854", "011 045-3854", "account"),
+    ("고객 연락처 011 045-3854 로 전화", "011 045-3854", "account"),
+    ("메모 010 0123 4567로 연락", "010 0123 4567", "account"),
+    ("016-045 3854", "016-045 3854", "account"),
+    # spoken digits with only the common syllables 일, 이, 사, 오
+    ("네 일사일일이오. 이사오이오사이", "일사일일이오. 이사오이오사이", "rrn"),
+    ("고객: 이이일이일일 이사일이이이오 입니다", "이이일이일일 이사일이이이오", "rrn"),
+    ("오이일일일이-일이일오이오이.", "오이일일일이-일이일오이오이", "rrn"),
+    ("카드 사일일일-0000-0000-0008", "사일일일-0000-0000-0008", "card"),
+    # a comma at each pause, as speech-to-text writes it
+    ("제 번호는 영일영, 팔육육오, 팔구사칠 입니다", "영일영, 팔육육오, 팔구사칠", "phone"),
+    ("고객: 일사일공이일, 일일오이이오일", "일사일공이일, 일일오이이오일", "rrn"),
+    # English labels in Korean text naming spaced passports and licences
+    ("제 passport: M 1234 5678 입니다", "M 1234 5678", "passport"),
+    ("출국 전 Passport No. AB 1234567 확인", "AB 1234567", "passport"),
+    ("저의 Driver license 11 22 333333 44 입니다", "11 22 333333 44", "driver_license"),
+    ("면허 대신 LICENSE 11 22 333333 44 제출", "11 22 333333 44", "driver_license"),
 ]
 
 
@@ -139,6 +169,13 @@ FALSE_POSITIVES = [
     "평균 입금액 1234567.891011원",
     "0.1234567890123",
     "37.566535, 126.977969",
+    # decimals shaped like a dotted RRN, read as decimals by what is before them
+    "평균 900101.1234567",
+    "AVG(amount) = 900101.1234567",
+    "mean -900101.1234567",
+    # numbers with a space inside that are no phone layout
+    "점수 100 200-3000 사이",
+    "1234 5678-9012 건",
     # dates and times
     "2024-01-15",
     "2024.01.15",
@@ -179,6 +216,12 @@ FALSE_POSITIVES = [
     "meet at home dot now",
     "이메일은 나중에 보내 드릴게요",
     # Korean prose with number-like syllables
+    "일이 많다",
+    "사오 개",
+    "오늘은 일이 많아서 이사 일정을 오후로 미뤘다",
+    "사과 사오 개, 오이 이삼 개, 일이 일일이 많다",
+    "일, 이, 삼, 사, 오, 육, 칠, 팔",
+    "금액 1,234,567,890원",
     "이사 일정은 오후 세 시",
     "사이사이 오이 이삼일 걸림",
     "3월 15일 오후 2시 방문 예정",
@@ -195,3 +238,16 @@ FALSE_POSITIVES = [
 def test_the_false_positive_corpus_stays_unmasked(text: str) -> None:
     assert spans(text) == []
     assert masked(text) == text
+
+
+def test_a_date_split_front_half_does_not_take_a_bank_layout_or_a_glued_date() -> None:
+    # 4-2-7 with hyphens is 카카오뱅크's account layout: it stays an account,
+    # whatever its first digits look like; dotted or spaced, the split is an RRN's.
+    assert spans("입금 1902-01-2675313") == [("account", "1902-01-2675313")]
+    assert spans("입금 8810-17-7797291") == [("account", "8810-17-7797291")]
+    assert spans("9001.01-1234567") == [("rrn", "9001.01-1234567")]
+    # An aggregate's word must stand as a word to read a dotted run as a decimal.
+    assert spans("corporate 900101.1234567") == [("rrn", "900101.1234567")]
+    assert spans("주민번호 평균 900101.1234567") == [("rrn", "900101.1234567")]  # an RRN word wins
+    # A date with separators glued to a number is no front half.
+    assert spans("24.01.151234567") == []

@@ -116,7 +116,7 @@ def _luhn_complete(body: str) -> str:
 def test_cards(data: st.DataObject, body: str) -> None:
     number = _luhn_complete("4" + body)
     groups = [number[i : i + 4] for i in range(0, 16, 4)]
-    value = data.draw(spelled_groups(groups, [s for s in SEPARATORS if s not in (".", "..", ". ")]))
+    value = data.draw(spelled_groups(groups, SEPARATORS))  # dots too: 4111.1111.1111.1111
     value = encoded(data.draw, value)
     assert_masked(f"카드 {value}", value)
 
@@ -132,10 +132,78 @@ def test_cards(data: st.DataObject, body: str) -> None:
 )
 def test_rrns(data: st.DataObject, year: int, month: int, day: int, gender: str, rest: str) -> None:
     groups = [f"{year:02d}{month:02d}{day:02d}", gender + rest]
-    separators = [s for s in SEPARATORS if "." not in s]
-    value = data.draw(spelled_groups(groups, separators))
+    value = data.draw(spelled_groups(groups, SEPARATORS))  # dots too: 900101.1234567
     value = encoded(data.draw, value)
     assert_masked(f"주민번호 {value}", value)
+
+
+# Separators inside the front half, written as a date: 90.01.01-1234567, 9001.01.1234567.
+FRONT_SEPARATORS = ["-", ".", " ", ". "]
+
+
+@SETTINGS
+@given(
+    data=st.data(),
+    year=st.integers(0, 99),
+    month=st.integers(1, 12),
+    day=st.integers(1, 28),
+    gender=st.sampled_from("12345678"),
+    rest=st.text("0123456789", min_size=6, max_size=6),
+)
+def test_rrns_with_a_date_for_a_front_half(
+    data: st.DataObject, year: int, month: int, day: int, gender: str, rest: str
+) -> None:
+    inner = data.draw(st.sampled_from(FRONT_SEPARATORS))
+    split = data.draw(st.sampled_from(["yy.mm.dd", "yymm.dd", "yy.mmdd"]))
+    yy, mm, dd = f"{year:02d}", f"{month:02d}", f"{day:02d}"
+    front = {
+        "yy.mm.dd": f"{yy}{inner}{mm}{inner}{dd}",
+        "yymm.dd": f"{yy}{mm}{inner}{dd}",
+        "yy.mmdd": f"{yy}{inner}{mm}{dd}",
+    }
+    value = front[split] + data.draw(st.sampled_from(["-", ".", " ", " - "])) + gender + rest
+    prefix = data.draw(st.sampled_from(["", "주민번호 ", "고객 ", "RRN: "]))
+    assert_masked(f"{prefix}{value} 확인", value)
+
+
+# Speech-to-text writes digits as words; these four are the commonest
+# syllables of Korean prose, and a value may be written in them alone.
+COMMON = {"1": "일", "2": "이", "4": "사", "5": "오"}
+
+
+@SETTINGS
+@given(
+    data=st.data(),
+    yy=st.text("1245", min_size=2, max_size=2),
+    mmdd=st.sampled_from(["0101", "0412", "0525", "1015", "1122", "1214", "0221", "1111"]),
+    gender=st.sampled_from("12"),
+    rest=st.text("1245", min_size=6, max_size=6),
+)
+def test_rrns_in_the_common_number_words(data: st.DataObject, yy: str, mmdd: str, gender: str, rest: str) -> None:
+    zero = data.draw(st.sampled_from("공영"))
+    words = "".join(COMMON.get(d, zero) for d in yy + mmdd), "".join(COMMON[d] for d in gender + rest)
+    value = data.draw(st.sampled_from(["", " ", "-", ". ", "  ", ", "])).join(words)
+    prefix = data.draw(st.sampled_from(["", "네 ", "제 번호는 ", "고객: "]))
+    suffix = data.draw(st.sampled_from(["", " 입니다", ".", "번 맞아요"]))
+    assert_masked(f"{prefix}{value}{suffix}", value, "rrn")
+
+
+@SETTINGS
+@given(
+    data=st.data(),
+    prefix=st.sampled_from(["010", "011", "016", "017", "018", "019"]),
+    exchange=st.text("0123456789", min_size=2, max_size=3),
+    last=st.text("0123456789", min_size=4, max_size=4),
+)
+def test_a_phone_layout_with_a_space_inside_and_an_exchange_starting_with_0(
+    data: st.DataObject, prefix: str, exchange: str, last: str
+) -> None:
+    first, second = data.draw(
+        st.sampled_from([(" ", "-"), ("-", " "), (" ", " "), (" ", "."), (". ", " "), ("  ", "-")])
+    )
+    value = f"{prefix}{first}0{exchange}{second}{last}"
+    context = data.draw(st.sampled_from(["", "메모 ", "고객 ", "연락처 "]))
+    assert_masked(f"{context}{value} 로 전화", value)
 
 
 @SETTINGS
@@ -170,3 +238,33 @@ def test_obfuscated_emails(data: st.DataObject, local: str, domain: str, tld: st
         value = base64.b64encode(value.encode()).decode()
     prefix = data.draw(st.sampled_from(["", "메일 ", "mail: ", "연락 "]))
     assert_masked(f"{prefix}{value} 로 보내 주세요", value, "email")
+
+
+@SETTINGS
+@given(
+    data=st.data(),
+    letters=st.from_regex(r"[A-Z]{1,2}", fullmatch=True),
+    first=st.text("0123456789", min_size=4, max_size=4),
+    second=st.text("0123456789", min_size=3, max_size=4),
+)
+def test_spaced_passports_named_by_an_english_label_in_korean_text(
+    data: st.DataObject, letters: str, first: str, second: str
+) -> None:
+    if len(letters) == 2:
+        second = second[:3]  # two letters and 7 digits
+    else:
+        second = second.ljust(4, "0")  # one letter and 8 digits
+    value = f"{letters} {first} {second}"
+    label = data.draw(st.sampled_from(["passport", "Passport No.", "PASSPORT:", "passport number"]))
+    assert_masked(f"제 {label} {value} 입니다", value, "passport")
+
+
+@SETTINGS
+@given(
+    data=st.data(),
+    groups=st.tuples(*(st.text("0123456789", min_size=n, max_size=n) for n in (2, 2, 6, 2))),
+)
+def test_spaced_licences_named_by_an_english_label_in_korean_text(data: st.DataObject, groups: tuple[str, ...]) -> None:
+    value = " ".join(groups)
+    label = data.draw(st.sampled_from(["Driver license", "driver's licence", "License No.", "DRIVER LICENSE:"]))
+    assert_masked(f"저의 {label} {value} 입니다", value, "driver_license")

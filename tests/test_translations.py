@@ -132,6 +132,8 @@ KOREAN_DATA_MODULES = {
     "governance/pii/kinds.py",
     "governance/pii/detectors.py",
     "governance/pii/detect/match.py",
+    "governance/pii/detect/patterns.py",
+    "governance/pii/detect/prefilter.py",
     "governance/pii/detect/fold.py",
     "governance/pii/detect/labels.py",
     "governance/pii/detect/obfuscated.py",

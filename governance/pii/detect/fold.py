@@ -12,7 +12,8 @@ After decoding, the text is folded with an offset map (governance.pii.detect
   Hanja ones (〇零 0, 一壹 1, 二貳 2, 三參 3, 四 4, 五 5, 六 6, 七 7, 八 8, 九 9),
   and letters written for digits (O/o 0, l/I 1) when they stand apart from
   other letters;
-* the separators of a number run: a line break alone is dropped (a value
+* the separators of a number run (a comma too, between number words only):
+  a line break alone is dropped (a value
   wrapped by a line) unless the value has other separators, and when its groups are joined by anything but one
   and the same hyphen, dot or space (doubled, mixed, underscore, slash,
   backslash, tilde: ``010--1234--5678``, ``100000 10_100000``), every
@@ -49,9 +50,13 @@ _SEPARATORS = " \t\r\n\\-._/~()"  # parentheses: "(02)123-4567", kept as they ar
 # Look-alike letters count only as a run that stands apart from other letters
 # ("O1O-l234-5678", "1OO1", not "Hello" or "Iowa").
 _UNIT = rf"(?:[0-9{_WORDS}]|(?<![A-Za-z])[OolI]+(?![A-Za-z]))"
-_RUN = re.compile(rf"{_UNIT}(?:[{re.escape(_SEPARATORS)}]{{0,4}}{_UNIT})+")
+# A comma separates groups only between number words, where speech-to-text
+# puts one at a pause (공일영, 팔육육오, 팔구사칠); between digits it is an
+# amount's or a list's (1,234,567).
+_WORD_COMMA = rf"(?<=[{_WORDS}]),[ \t]?(?=[{_WORDS}])"
+_RUN = re.compile(rf"{_UNIT}(?:(?:[{re.escape(_SEPARATORS)}]{{0,4}}|{_WORD_COMMA}){_UNIT})+")
 _MIN_DIGITS = 8
-_GROUPS = re.compile(rf"[0-9]+|[{re.escape(_SEPARATORS)}]+")
+_GROUPS = re.compile(rf"[0-9]+|[{re.escape(_SEPARATORS)},]+")
 _LINE_BREAKS = str.maketrans("", "", "\r\n")
 
 

@@ -6,9 +6,9 @@
   are looked for only when an RRN word is in the text (주민, 외국인등록, RRN,
   resident): "앞자리" alone names many things.
 * Passports, more layouts than the match stage's: one or two letters and 7-8
-  digits with a space or hyphen inside (``M 1234 5678``, ``M-12345678``,
-  ``AB 1234567``), the 2020 layout ``M123A4567``, and nine digits (the US
-  layout), within 25 characters after a label (여권, passport, 旅券, 护照,
+  digits with spaces or hyphens inside, in up to three groups (``M 1234 5678``,
+  ``M-12345678``, ``AB 1234567``, ``AB 123 4567``), the 2020 layout
+  ``M123A4567``, and nine digits (the US layout), within 25 characters after a label (여권, passport, 旅券, 护照,
   pasaporte, passeport, reisepass) or 12 before one.
 * Driver's licences with any separators (after folding, mixed ones are
   spaces): ``11 12 345678 90``, ``서울 12 345678 90``, within 25 characters after
@@ -38,7 +38,8 @@ _HALVES = re.compile(
 
 _PASSPORT_LABEL = re.compile(r"여권|passport|旅券|护照|護照|pasaporte|passeport|reisepass", re.IGNORECASE)
 _PASSPORT = re.compile(
-    r"(?<![A-Za-z0-9])(?:[A-Za-z]{1,2}[ -]?[0-9]{3,4}[ -]?[0-9]{4,5}|[A-Za-z][0-9]{3}[A-Za-z][0-9]{4}|[0-9]{9})"
+    r"(?<![A-Za-z0-9])"
+    r"(?:[A-Za-z]{1,2}[ -]?[0-9]{2,5}(?:[ -]?[0-9]{2,5}){0,2}|[A-Za-z][0-9]{3}[A-Za-z][0-9]{4}|[0-9]{9})"
     r"(?![A-Za-z0-9])",
     re.ASCII,
 )

@@ -54,8 +54,11 @@ def _deep(text: str, depth: int) -> list[_Candidate]:
     base = decoded.text if decoded is not None else text
     found: list[_Candidate] = []
     scanned: set[str] = set()
+    folded_any = False
     for hyphens in (False, True):
-        mapped = _compose(decoded, fold(base, hyphens))
+        folded = fold(base, hyphens)
+        folded_any = folded_any or folded is not None
+        mapped = _compose(decoded, folded)
         scan = mapped.text if mapped is not None else text
         if scan in scanned:
             continue  # nothing the hyphen form changes
@@ -72,6 +75,11 @@ def _deep(text: str, depth: int) -> list[_Candidate]:
         if mapped is not None:
             here = [(kind, *mapped.source_span(s, e), conf) for kind, s, e, conf in here]
         found.extend(here)
+    if folded_any:
+        # A passport's letter may be a look-alike (I 1234 5678): the folded
+        # text reads it as a digit, the decoded one as written.
+        for s, e in labels.passports(base):
+            found.append((_PASSPORT, *(decoded.source_span(s, e) if decoded is not None else (s, e)), 0.8))
     if depth < _MAX_DEPTH:
         found.extend(_encoded(base, decoded, depth))
     return found

@@ -2,8 +2,9 @@
 and labels looked for around it (account words, bank names, identifier
 labels), group layouts of banks and licences, hex tokens that are opaque,
 validators (Luhn, the RRN checksum, dates) and the per-kind decisions.
-governance.pii.detect.match holds the patterns and the scan; its module
-docstring records the decisions these rules implement."""
+governance.pii.detect.patterns holds the patterns, governance.pii.detect.match
+the scan; the package's docstring (governance.pii.detect) records the
+decisions these rules implement."""
 
 from __future__ import annotations
 
@@ -283,7 +284,15 @@ def _overlaps(runs: list[tuple[int, int]], start: int, end: int) -> bool:
 # ==========================================================================
 
 
+# 4-2-7 joined by hyphens is 카카오뱅크's account layout, and a front half
+# split YYMM-DD reads the same: the account rules judge it (a dotted 9001.01-
+# or spaced split stays an RRN).
+_KAKAO_LAYOUT = re.compile(r"[0-9]{4}[ \t]?-[ \t]?[0-9]{2}[ \t]?-[ \t]?[0-9]{7}", re.ASCII)
+
+
 def _rrn_candidate(value: str) -> tuple[str, float] | None:
+    if len(value) > 14 and value[4] in "- \t" and _KAKAO_LAYOUT.fullmatch(value):
+        return None
     digits = value.replace("-", "").replace(" ", "")
     if not digits.isdigit():
         digits = _NON_DIGIT.sub("", digits)
@@ -297,8 +306,35 @@ def _rrn_candidate(value: str) -> tuple[str, float] | None:
     return kind, (0.9 if len(value) > 13 else 0.8)
 
 
+# A dotted RRN written like a decimal (900101.1234567) is an RRN unless what
+# stands right before reads it as a number: an aggregate's word or a sign
+# (평균 900101.1234567, AVG(x) = ..., -900101.1234567). An RRN word nearer wins.
+_DECIMAL_SHAPE = re.compile(r"[0-9]{6}\.[0-9]{7}", re.ASCII)
+_DECIMAL_BEFORE = re.compile(
+    r"(?:평균|합계|비율|=|(?<![a-z])(?:avg|average|mean|sum|total|median|ratio|rate|std)(?![a-z]))[^0-9]{0,12}\Z"
+    r"|[-+−]\Z"
+)
+_RRN_WORDS = _label("주민|외국인|rrn|resident|생년월일")
+
+
+def _reads_as_decimal(ctx: _Context, start: int, end: int) -> bool:
+    text = ctx[0]
+    if text[start + 6 : start + 7] != "." or not _DECIMAL_SHAPE.fullmatch(text, start, end):
+        return False
+    if _near(_RRN_WORDS, ctx, start, end, 20, 10):
+        return False
+    return _DECIMAL_BEFORE.search(text[max(0, start - 20) : start].lower()) is not None
+
+
 def _card_confidence(value: str) -> float | None:
     if not value.isdigit():
+        if (
+            "-" not in value
+            and " " not in value
+            and "\t" not in value
+            and not (value[0] in "34569" or "22" <= value[:2] <= "27")
+        ):
+            return None  # dots only: read like a bare run
         return 0.95 if _luhn_ok(_NON_DIGIT.sub("", value)) else None
     # A bare run must also start like a card number (see the module docstring).
     if value[0] in "34569" or "22" <= value[:2] <= "27":
@@ -381,6 +417,29 @@ def _account_word_near(text: str, start: int, end: int, groups: list[str], n_dig
     return not _id_label_wins(ctx, start, end)
 
 
+# A phone's layout: a prefix (see patterns._NAT), 3-4 digits and 4, and no
+# further group. Joined by hyphens it is an account by rule (a); with a space
+# inside it is the same number (011 045-3854: an exchange starting with 0 is
+# no phone to the phone pattern), so it is masked without an account word.
+_PHONE_PREFIX = re.compile(r"0(?:50[0-9]|1[016-9]|2|3[1-3]|4[1-4]|5[1-5]|6[1-4]|[678]0)", re.ASCII)
+_NEXT_GROUP = re.compile(r"[ \t]?[-.]?[ \t]?[0-9]", re.ASCII)
+
+
 def _spaced_account(text: str, start: int, end: int, ctx: _Context) -> bool:
+    """Digit groups with a space between some: an account next to an account
+    word, or in a phone's layout (the hyphenated form is already an account)."""
+    if " " not in text[start:end] and "\t" not in text[start:end]:
+        return False  # joined by hyphens and dots only: the chain rules judge it
     groups = _DIGIT_GROUP.findall(text, start, end)
-    return 10 <= sum(len(g) for g in groups) <= 14 and _account_word_near(text, start, end, groups, 0, ctx)
+    if not 10 <= sum(len(g) for g in groups) <= 14:
+        return False
+    if (
+        len(groups) == 3
+        and 3 <= len(groups[1]) <= 4
+        and len(groups[2]) == 4
+        and _PHONE_PREFIX.fullmatch(groups[0])
+        and not _NEXT_GROUP.match(text, end)
+        and not _id_label_wins(ctx, start, end)
+    ):
+        return True
+    return _account_word_near(text, start, end, groups, 0, ctx)
