@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
 from rest_framework import exceptions
 from rest_framework.authentication import BaseAuthentication, get_authorization_header
+from rest_framework.permissions import BasePermission
 
+from accounts.models import ApiToken, TokenScope
 from accounts.services import api_token_authenticate
 from audit.services import AuditWriteError
 
@@ -43,3 +46,19 @@ class ApiTokenAuthentication(BaseAuthentication):
     def authenticate_header(self, request) -> str:
         # Makes DRF answer 401 (not 403) without credentials.
         return 'Bearer realm="api"'
+
+
+class TokensNeedAgentScope(BasePermission):
+    """Sessions pass; a request authenticated by an API token passes only
+    when the token carries the `agent` scope. For endpoints that let data
+    leave or a run go on (answering a connector call's approval): a
+    read-and-manage token leaked from a report script must not approve a
+    mail the agent wants to send."""
+
+    message = gettext_lazy("This API token may not answer approvals: create one with the 'agent' scope.")
+
+    def has_permission(self, request, view) -> bool:
+        token = getattr(request, "auth", None)
+        if token is None:
+            return True  # the session (IsAuthenticated still applies)
+        return isinstance(token, ApiToken) and token.has_scope(TokenScope.AGENT)

@@ -9,10 +9,12 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
-from rest_framework.decorators import api_view
+from rest_framework.decorators import api_view, permission_classes
+from rest_framework.permissions import IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from accounts.authentication import TokensNeedAgentScope
 from chat import serializers as api
 from chat.approvals import DECISIONS, ApprovalError, always_allow_revoke, tool_approval_decide
 from chat.models import AlwaysAllow
@@ -41,6 +43,7 @@ class AlwaysAllowedSerializer(serializers.Serializer):
     summary="Answer a pending approval request of a connector call (the turn then goes on; audited)",
 )
 @api_view(["POST"])
+@permission_classes([IsAuthenticated, TokensNeedAgentScope])
 def approval_decide(request: Request, approval_id) -> Response:
     """{"decision": "approve" | "always_allow" | "deny"} on a pending request
     of one of the user's conversations; the turn then goes on."""

@@ -315,6 +315,30 @@ def test_only_the_owner_decides_once_with_a_known_answer(world, django_user_mode
     assert AuditEvent.objects.get(kind="approval_denied").ip == "127.0.0.1"
 
 
+def test_a_token_answers_an_approval_only_with_the_agent_scope(world, resumed):
+    """A read-and-manage token (a report script's) cannot let a connector
+    call go on; a token with the `agent` scope can, as the session can."""
+    from accounts.services import api_token_create
+
+    world.fake.script = [tool_call(MAIL, {"text": BODY})]
+    ask(world)
+    approval = ToolApproval.objects.get()
+    url = reverse("chat:approval-decide", args=[approval.pk])
+    _, plain = api_token_create(user=world.user, name="report", actor=world.user)
+    refused = Client().post(
+        url, {"decision": "approve"}, content_type="application/json", HTTP_AUTHORIZATION=f"Bearer {plain}"
+    )
+    assert refused.status_code == 403 and "agent" in refused.json()["detail"]
+    approval.refresh_from_db()
+    assert approval.status == ApprovalStatus.PENDING and approval_events() == []
+    _, scoped = api_token_create(user=world.user, name="agent", actor=world.user, scopes=["agent"])
+    answered = Client().post(
+        url, {"decision": "deny"}, content_type="application/json", HTTP_AUTHORIZATION=f"Bearer {scoped}"
+    )
+    assert answered.status_code == 200 and answered.json()["status"] == "denied"
+    assert approval_events() == ["approval_denied"]
+
+
 def test_an_admin_revokes_in_the_admin(world, resumed, django_capture_on_commit_callbacks, django_user_model):
     world.fake.script = [tool_call(MAIL, {"text": "메일"}), text("완료")]
     decide(world, ask(world), "always_allow", resumed, django_capture_on_commit_callbacks)
