@@ -30,8 +30,8 @@ from chat.vault import DbVault
 from governance.pii.masking import LABEL_BY_KIND, TOKEN_PATTERN, mask_any
 from sharing import event_types
 from sharing.models import ShareLink
-from sharing.services import share_link_open, shared_items
-from sharing.snapshot import snapshot_turns, tokens_of
+from sharing.services import link_tokens, share_link_open
+from sharing.snapshot import snapshot_turns
 
 
 def _renumbering(source: DbVault, fork: DbVault, tokens: set[tuple[str, int]]) -> dict[str, str]:
@@ -79,7 +79,7 @@ def share_link_fork(*, key: str, actor, request=None) -> Conversation:
     Conversation.objects.filter(pk=fork.pk).update(tier=source.tier)
     fork.tier = source.tier
     vault = DbVault(fork.pk)
-    copy = _Copier(_renumbering(DbVault(source.pk), vault, tokens_of(shared_items(link=link))), vault)
+    copy = _Copier(_renumbering(DbVault(source.pk), vault, link_tokens(link=link)), vault)
     for turn in turns:
         events = list(TurnEvent.objects.filter(turn=turn).order_by("seq"))
         copied = Turn.objects.create(
