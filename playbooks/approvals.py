@@ -118,8 +118,8 @@ def pre_approvals_expire(*, now=None) -> int:
 def standing(ctx, view) -> int | None:
     """The pre-approval that lets this call of a playbook run go without
     asking: of the run's playbook, this tool, its current pinned definition,
-    not revoked, not expired, and made by the playbook's own tool step for
-    that tool. None: the person is asked.
+    not revoked, not expired, made by the playbook's own tool step for that
+    tool, in a run acting as the playbook's owner. None: the person is asked.
 
     Only a tool step's call: its tool and argument templates are what the
     owner pre-approved. A call the model chose in an agent step (steered,
@@ -130,7 +130,14 @@ def standing(ctx, view) -> int | None:
     run_id = run_id_of(ctx.origin_ref or "")
     if run_id is None or not ctx.turn_id:
         return None
-    run = PlaybookRun.objects.filter(pk=run_id, conversation_id=ctx.conversation_id, actor_id=ctx.user_id).first()
+    # Only a run acting as the playbook's owner (theirs, or scheduled): the
+    # owner pre-approves what their own access reads leaving. A run someone
+    # it is shared with starts reads under that person's grants, and that
+    # person decides whether it leaves (the owner's pre-approval would let
+    # the owner's step send what only they may read).
+    run = PlaybookRun.objects.filter(
+        pk=run_id, conversation_id=ctx.conversation_id, actor_id=ctx.user_id, playbook__owner_id=ctx.user_id
+    ).first()
     if run is None:
         return None
     step = NodeRun.objects.filter(run=run, turn_id=ctx.turn_id, kind="tool").values_list("index", flat=True).first()

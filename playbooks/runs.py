@@ -26,6 +26,15 @@ from playbooks.services import PlaybookError, may_run
 logger = logging.getLogger(__name__)
 
 
+def shows_contents(run: PlaybookRun, viewer) -> bool:
+    """Whether `viewer` is shown a run's parameters and its steps' inputs
+    and outputs: only its person. What a run read, it read under its
+    person's grants; the playbook's owner watching a run someone it is
+    shared with started sees its status and reasons, not what their access
+    read (else a playbook would read for its owner what only others may)."""
+    return viewer is not None and viewer.pk == run.actor_id
+
+
 def _run_event(kind: str, run: PlaybookRun, actor, request=None, **details) -> None:
     audit_event_write(
         kind=kind,

@@ -241,3 +241,67 @@ def test_a_person_it_is_shared_with_runs_it_but_neither_edits_it_nor_reaches_oth
         assert client.post(f"/api/playbook-runs/{other_run.pk}/rerun/").status_code == 404
     listed = client.get(f"/api/playbooks/{playbook.pk}/runs/").json()
     assert listed == []
+
+
+@pytest.fixture
+def deputy(world, sample_sqlite_db):
+    """The owner writes a playbook reading `hr`, which only the person it is
+    shared with may read, and shares it with them (a confused deputy)."""
+    hr = DbConnection.objects.create(name="hr", engine="sqlite", business_summary="HR")
+    db_connection_set_stored_dsn(connection=hr, dsn=sample_sqlite_db)
+    theirs = Role.objects.create(name="pb-adv-hr")
+    theirs.users.add(world.other)
+    DbGrant.objects.create(role=theirs, connection=hr, whole_database=True)
+    theirs.connectors.add(world.tool.connector)
+    playbook = playbook_create(
+        owner=world.owner,
+        name="Weekly pay",
+        model=world.model,
+        parameters=[],
+        nodes=[
+            {
+                "key": "pay",
+                "kind": "tool",
+                "tool": "run_sql",
+                "arguments": {"connection": "hr", "sql": "SELECT amount FROM salaries"},
+            },
+            {"key": "mail", "kind": "tool", "tool": "mailer__echo", "arguments": {"text": "pay: $pay"}},
+        ],
+        actor=world.owner,
+    )
+    playbook_share(playbook=playbook, users=[world.other], actor=world.owner)
+    return playbook
+
+
+SALARY = "90000000"
+
+
+def test_a_pre_approval_of_the_owner_does_not_send_what_a_sharees_run_read(world, deputy):
+    pre_approval_grant(
+        playbook=deputy, connector_tool=world.tool, expires_at=timezone.now() + timedelta(days=7), actor=world.owner
+    )
+    run = PlaybookRun.objects.get(pk=playbook_run_start(playbook=deputy, actor=world.other, parameters={}).pk)
+    assert NodeRun.objects.get(run=run, key="pay").status == RunStatus.COMPLETED
+    # The person whose access read it decides whether it leaves.
+    assert received(world) == []
+    assert run.status == RunStatus.WAITING_APPROVAL
+    approval = ToolApproval.objects.get(conversation_id=run.conversation_id, status=ApprovalStatus.PENDING)
+    assert approval.user_id == world.other.pk
+
+
+def test_the_owner_does_not_read_what_a_sharees_run_read_under_their_grants(world, deputy):
+    deputy.nodes = deputy.nodes[:1]
+    deputy.save(update_fields=["nodes"])
+    run = PlaybookRun.objects.get(pk=playbook_run_start(playbook=deputy, actor=world.other, parameters={}).pk)
+    assert run.status == RunStatus.COMPLETED, run.error
+    assert SALARY in NodeRun.objects.get(run=run).output  # the person it ran as reads it
+    theirs = Client()
+    theirs.force_login(world.other)
+    assert SALARY in theirs.get(f"/api/playbook-runs/{run.pk}/").content.decode()
+    owner = Client()
+    owner.force_login(world.owner)
+    detail = owner.get(f"/api/playbook-runs/{run.pk}/")
+    assert detail.status_code in (200, 404) and SALARY not in detail.content.decode()
+    page = owner.get(f"/playbooks/runs/{run.pk}/")
+    assert page.status_code in (200, 404) and SALARY not in page.content.decode()
+    assert owner.get(f"/api/conversations/{run.conversation_id}/messages/").status_code == 404
