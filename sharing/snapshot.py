@@ -44,6 +44,13 @@ def snapshot_items(*, conversation, up_to_turn_id: int) -> list[dict]:
     return out
 
 
+def shared_title(*, conversation) -> str:
+    """The conversation's title as a viewer sees it: it is the owner's first
+    message, so a value the vault knows is its token here too."""
+    title = conversation.title or ""
+    return mask_known_any(title, DbVault(conversation.pk).known_values()) if title else title
+
+
 def tokens_of(items: list[dict]) -> set[tuple[str, int]]:
     """(kind, number) of every token the snapshot shows."""
     found: set[tuple[str, int]] = set()

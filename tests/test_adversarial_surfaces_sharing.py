@@ -23,7 +23,7 @@ from django.test import Client
 from django.utils import timezone
 
 from audit.models import AuditEvent, EventKind
-from chat.models import VaultEntry
+from chat.models import Conversation, VaultEntry
 from chat.services import conversation_create
 from chat.turns.runner import turn_run
 from chat.turns.start import turn_start
@@ -109,3 +109,39 @@ def test_a_link_id_and_closed_links_open_nothing(hostile, personas):
         f"/api/shared/{live.key}/reveal/", {"token": "[전화번호-1]"}, content_type="application/json"
     )
     assert refused.status_code == 403 and LATER_PHONE not in refused.content.decode()
+
+
+def test_a_value_the_owner_typed_reaches_no_fork_in_clear_when_only_a_later_turn_minted_it(
+    personas, install_models, django_user_model
+):
+    from chat.models import Message, TurnEvent
+    from governance.models import ColumnClassification
+
+    ColumnClassification.objects.create(
+        connection=personas.sales,
+        table_name="customers",
+        column_name="name",
+        pii_kind="name",
+        source="manual",
+        state="confirmed",
+    )
+    owner = personas.staff
+    conversation = conversation_create(owner=owner)
+    # The owner types a customer's name (not masked in their own chat; no
+    # detector finds a bare name); only the later, unshared turn mints it.
+    first = run(conversation, owner, "김민준 고객에 대해 알려 주세요")
+    run(conversation, owner, "@sales SELECT name FROM customers WHERE id = 1")
+    assert DbVault(conversation.pk).original_for("name", 1) == "김민준"
+    link = share_link_create(conversation=conversation, actor=owner, up_to_turn_id=first.pk)
+    shown = json.dumps(as_user(personas.outsider).get(f"/api/shared/{link.key}/").json(), ensure_ascii=False)
+    assert "김민준" not in shown
+    fork = share_link_fork(key=link.key, actor=personas.outsider)
+    copied = json.dumps(
+        [
+            list(Message.objects.filter(conversation=fork).values_list("content", "tool_calls")),
+            list(TurnEvent.objects.filter(turn__conversation=fork).values_list("payload", flat=True)),
+        ],
+        ensure_ascii=False,
+    )
+    assert "김민준" not in copied
+    assert "김민준" not in Conversation.objects.get(pk=fork.pk).title
