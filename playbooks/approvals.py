@@ -22,7 +22,7 @@ from audit.models import ResourceKind
 from governance.models import ConnectorTool
 from governance.visibility import visible_connector_tools
 from playbooks import events
-from playbooks.models import Playbook, PlaybookRun, PreApproval
+from playbooks.models import NodeRun, Playbook, PlaybookRun, PreApproval
 from playbooks.services import PlaybookError
 
 logger = logging.getLogger(__name__)
@@ -118,14 +118,31 @@ def pre_approvals_expire(*, now=None) -> int:
 def standing(ctx, view) -> int | None:
     """The pre-approval that lets this call of a playbook run go without
     asking: of the run's playbook, this tool, its current pinned definition,
-    not revoked, not expired. None: the person is asked."""
+    not revoked, not expired, made by the playbook's own tool step for that
+    tool, in a run acting as the playbook's owner. None: the person is asked.
+
+    Only a tool step's call: its tool and argument templates are what the
+    owner pre-approved. A call the model chose in an agent step (steered,
+    say, by a customer row or a connector's output) is not covered, or a
+    pre-approval would let anything the model reads send through the tool."""
     from playbooks.engine import run_id_of
 
     run_id = run_id_of(ctx.origin_ref or "")
-    if run_id is None:
+    if run_id is None or not ctx.turn_id:
         return None
-    run = PlaybookRun.objects.filter(pk=run_id, conversation_id=ctx.conversation_id, actor_id=ctx.user_id).first()
+    # Only a run acting as the playbook's owner (theirs, or scheduled): the
+    # owner pre-approves what their own access reads leaving. A run someone
+    # it is shared with starts reads under that person's grants, and that
+    # person decides whether it leaves (the owner's pre-approval would let
+    # the owner's step send what only they may read).
+    run = PlaybookRun.objects.filter(
+        pk=run_id, conversation_id=ctx.conversation_id, actor_id=ctx.user_id, playbook__owner_id=ctx.user_id
+    ).first()
     if run is None:
+        return None
+    step = NodeRun.objects.filter(run=run, turn_id=ctx.turn_id, kind="tool").values_list("index", flat=True).first()
+    nodes = run.nodes or []
+    if step is None or step >= len(nodes) or nodes[step].get("tool") != view.model_name:
         return None
     return (
         PreApproval.objects.filter(

@@ -85,6 +85,12 @@ class PlaybookRun(models.Model):
     )
     rerun_of = models.ForeignKey("self", on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
     parameters = models.JSONField(_("parameters"), default=dict, blank=True)
+    # The tokens that masking the typed parameters minted in the run's vault
+    # (playbooks.runs): a re-run takes back only their originals. A
+    # token-shaped text typed into a parameter may later be minted by a
+    # query result; its original is not the person's to re-use. None: a run
+    # stored before this was recorded (a re-run refuses its tokens).
+    parameter_tokens = models.JSONField(null=True, blank=True, editable=False)
     status = models.CharField(_("status"), max_length=20, choices=RunStatus.choices, default=RunStatus.QUEUED)
     # Copied from the playbook when the run starts: an exclusive run is the
     # only active one of its playbook (a partial unique index, below).

@@ -23,7 +23,7 @@ from chat.views import CHAT_PAGE_CSP
 from governance.models import LlmModel, PiiKindChoice, Role
 from governance.pii.kinds import TOKEN_LABELS, PiiKind
 from playbooks.models import Notification, PlaybookRun, RunStatus
-from playbooks.runs import playbook_run_rerun, playbook_run_start, playbook_run_stop
+from playbooks.runs import playbook_run_rerun, playbook_run_start, playbook_run_stop, shows_contents
 from playbooks.schedules import next_run
 from playbooks.services import PlaybookError, visible_tool_names
 from playbooks.spec import PARAMETER_KINDS
@@ -208,9 +208,9 @@ def run_page(request, run_id: int, error: str = ""):
     config["mayReveal"] = run.actor_id == request.user.pk and may_reveal(user=request.user)
     if run.actor_id != request.user.pk:
         config["revealUrl"] = ""
-    return _page(
-        request, "playbooks/run.html", {"run": run, "nodes": run.node_runs.all(), "error": error, "config": config}
-    )
+    context = {"run": run, "nodes": run.node_runs.all(), "error": error, "config": config}
+    context["contents"] = shows_contents(run, request.user)
+    return _page(request, "playbooks/run.html", context)
 
 
 @login_required

@@ -26,6 +26,15 @@ from playbooks.services import PlaybookError, may_run
 logger = logging.getLogger(__name__)
 
 
+def shows_contents(run: PlaybookRun, viewer) -> bool:
+    """Whether `viewer` is shown a run's parameters and its steps' inputs
+    and outputs: only its person. What a run read, it read under its
+    person's grants; the playbook's owner watching a run someone it is
+    shared with started sees its status and reasons, not what their access
+    read (else a playbook would read for its owner what only others may)."""
+    return viewer is not None and viewer.pk == run.actor_id
+
+
 def _run_event(kind: str, run: PlaybookRun, actor, request=None, **details) -> None:
     audit_event_write(
         kind=kind,
@@ -39,15 +48,33 @@ def _run_event(kind: str, run: PlaybookRun, actor, request=None, **details) -> N
     )
 
 
-def _masked_values(values: dict[str, str], conversation_id) -> dict[str, str]:
+class _MintedTokens:
+    """The run's vault, noting every token it hands out while the typed
+    parameters are masked: these, and only these, are the parameters' own."""
+
+    def __init__(self, vault) -> None:
+        self.vault, self.tokens = vault, set()
+
+    def token_for(self, kind: str, value: str) -> str:
+        token = self.vault.token_for(kind, value)
+        self.tokens.add(token)
+        return token
+
+    def original_for(self, kind: str, number: int) -> str | None:
+        return self.vault.original_for(kind, number)
+
+
+def _masked_values(values: dict[str, str], conversation_id) -> tuple[dict[str, str], list[str]]:
     """The values as every node and screen gets them: personal data a person
     typed into a parameter becomes this run's tokens (its originals in the
-    run's vault, re-identified only where a chat run's would be)."""
+    run's vault, re-identified only where a chat run's would be); and the
+    tokens that masking minted."""
     from chat.vault import DbVault
     from governance.pii.masking import mask_string
 
-    vault = DbVault(conversation_id)
-    return {name: mask_string(value, vault) if value else value for name, value in values.items()}
+    vault = _MintedTokens(DbVault(conversation_id))
+    masked = {name: mask_string(value, vault) if value else value for name, value in values.items()}
+    return masked, sorted(vault.tokens)
 
 
 def playbook_run_start(
@@ -92,8 +119,8 @@ def playbook_run_start(
                 owner=actor, title=f"▶ {playbook.name} #{run.pk}"[:200], tier=playbook.tier
             )
             run.conversation_id = conversation.pk
-            run.parameters = _masked_values(values, conversation.pk)
-            run.save(update_fields=["conversation_id", "parameters"])
+            run.parameters, run.parameter_tokens = _masked_values(values, conversation.pk)
+            run.save(update_fields=["conversation_id", "parameters", "parameter_tokens"])
             _run_event(events.RUN_STARTED, run, actor, request, trigger=trigger, run_as=actor.get_username())
     except IntegrityError:
         # The partial unique index: an exclusive run of it is active.
@@ -142,23 +169,38 @@ def playbook_run_rerun(*, run: PlaybookRun, actor, request=None) -> PlaybookRun:
     """The same playbook again with the same parameters, acting as `actor`.
     A value that was masked is taken back from the first run's vault (never
     shown to anyone here) and masked again in the new run's; when its
-    original is gone, the re-run is refused naming the parameter."""
+    original is gone, the re-run is refused naming the parameter.
+
+    Only the tokens the parameters themselves minted are taken back (any
+    other token-shaped text stays as typed: the first run's steps may have
+    minted that token for a value read from a database), and only for the
+    person the first run acted for: the values they typed are not the
+    playbook owner's to put in a vault of their own."""
     from chat.vault import DbVault
-    from governance.pii.masking import replace_tokens, tokens_in
+    from governance.pii.masking import format_token, replace_tokens, tokens_in
 
     vault = DbVault(run.conversation_id) if run.conversation_id else None
+    minted = set(run.parameter_tokens or ())
     params = {}
     for name, value in (run.parameters or {}).items():
-        if value and tokens_in(value):
-            missing = []
+        found_tokens = tokens_in(value) if value else []
+        if found_tokens:
+            own = [t for t in found_tokens if format_token(t[0], t[1]) in minted]
+            # Fail closed: a run stored before its minted tokens were noted
+            # (which are the parameter's is not known), or another person's values.
+            missing = (
+                ["?"] if run.parameter_tokens is None or (own and (actor is None or actor.pk != run.actor_id)) else []
+            )
 
             def original(kind: str, number: int, missing=missing):
+                if format_token(kind, number) not in minted:
+                    return None  # not the parameter's own: stays as typed
                 found = vault.original_for(kind, number) if vault is not None else None
                 if found is None:
                     missing.append(kind)
                 return found
 
-            value = replace_tokens(value, original)
+            value = replace_tokens(value, original) if not missing else value
             if missing:
                 raise PlaybookError(
                     _("%(name)s can no longer be re-used; start the playbook again and enter it.") % {"name": name}

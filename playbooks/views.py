@@ -17,7 +17,7 @@ from chat.models import Turn
 from governance.models import LlmModel
 from playbooks import serializers as api
 from playbooks.models import NodeRun, Notification, Playbook, PlaybookRun
-from playbooks.runs import playbook_run_rerun, playbook_run_start, playbook_run_stop
+from playbooks.runs import playbook_run_rerun, playbook_run_start, playbook_run_stop, shows_contents
 from playbooks.services import PlaybookError, playbook_create, playbook_from_turn, playbook_update
 
 
@@ -40,7 +40,8 @@ def _playbook_json(playbook: Playbook, user) -> dict:
     }
 
 
-def _run_json(run: PlaybookRun) -> dict:
+def _run_json(run: PlaybookRun, viewer) -> dict:
+    contents = shows_contents(run, viewer)
     return {
         "id": run.pk,
         "playbook": run.playbook_id,
@@ -48,8 +49,8 @@ def _run_json(run: PlaybookRun) -> dict:
         "trigger": run.trigger,
         "status": run.status,
         "reason": run.error,
-        "parameters": run.parameters,
-        "conversation_id": run.conversation_id,
+        "parameters": run.parameters if contents else {},
+        "conversation_id": run.conversation_id if contents else None,
         "created_at": run.created_at,
         "finished_at": run.finished_at,
         "nodes": [
@@ -58,8 +59,8 @@ def _run_json(run: PlaybookRun) -> dict:
                 "key": n.key,
                 "kind": n.kind,
                 "status": n.status,
-                "input": n.rendered_input,
-                "output": n.output,
+                "input": n.rendered_input if contents else "",
+                "output": n.output if contents else "",
                 "reason": n.error,
             }
             for n in NodeRun.objects.filter(run=run)
@@ -171,7 +172,7 @@ def playbook_runs(request: Request, playbook_id: int) -> Response:
     playbook = get_object_or_404(_runnable(request.user), pk=playbook_id)
     if request.method == "GET":
         runs = PlaybookRun.objects.filter(playbook=playbook, actor=request.user).select_related("actor")[:100]
-        return Response([_run_json(r) for r in runs])
+        return Response([_run_json(r, request.user) for r in runs])
     data = api.RunStartSerializer(data=request.data)
     data.is_valid(raise_exception=True)
     try:
@@ -181,7 +182,7 @@ def playbook_runs(request: Request, playbook_id: int) -> Response:
     except PlaybookError as exc:
         return _refused(exc)
     run = PlaybookRun.objects.select_related("actor").get(pk=run.pk)
-    return Response(_run_json(run), status=status.HTTP_201_CREATED)
+    return Response(_run_json(run, request.user), status=status.HTTP_201_CREATED)
 
 
 def _own_run(request: Request, run_id: int) -> PlaybookRun:
@@ -195,7 +196,7 @@ def _own_run(request: Request, run_id: int) -> PlaybookRun:
 @extend_schema(responses=api.RunSerializer, summary="A run: its steps with their masked inputs and outputs")
 @api_view(["GET"])
 def run_detail(request: Request, run_id: int) -> Response:
-    return Response(_run_json(_own_run(request, run_id)))
+    return Response(_run_json(_own_run(request, run_id), request.user))
 
 
 @extend_schema(request=None, responses={200: api.RunSerializer, 400: api.DetailSerializer}, summary="Stop a run")
@@ -206,7 +207,7 @@ def run_stop(request: Request, run_id: int) -> Response:
         run = playbook_run_stop(run=run, actor=request.user, request=request)
     except PlaybookError as exc:
         return _refused(exc)
-    return Response(_run_json(PlaybookRun.objects.select_related("actor").get(pk=run.pk)))
+    return Response(_run_json(PlaybookRun.objects.select_related("actor").get(pk=run.pk), request.user))
 
 
 @extend_schema(
@@ -221,7 +222,7 @@ def run_rerun(request: Request, run_id: int) -> Response:
         again = playbook_run_rerun(run=run, actor=request.user, request=request)
     except PlaybookError as exc:
         return _refused(exc)
-    return Response(_run_json(PlaybookRun.objects.select_related("actor").get(pk=again.pk)), status=201)
+    return Response(_run_json(PlaybookRun.objects.select_related("actor").get(pk=again.pk), request.user), status=201)
 
 
 @extend_schema(

@@ -27,11 +27,11 @@ from audit.models import ResourceKind
 from chat.models import Conversation, Message, Turn, TurnEvent
 from chat.services import conversation_create
 from chat.vault import DbVault
-from governance.pii.masking import LABEL_BY_KIND, TOKEN_PATTERN, mask_any
+from governance.pii.masking import LABEL_BY_KIND, TOKEN_PATTERN, mask_any, mask_known_any
 from sharing import event_types
 from sharing.models import ShareLink
-from sharing.services import share_link_open, shared_items
-from sharing.snapshot import snapshot_turns, tokens_of
+from sharing.services import link_tokens, share_link_open
+from sharing.snapshot import snapshot_turns
 
 
 def _renumbering(source: DbVault, fork: DbVault, tokens: set[tuple[str, int]]) -> dict[str, str]:
@@ -46,12 +46,18 @@ def _renumbering(source: DbVault, fork: DbVault, tokens: set[tuple[str, int]]) -
 
 
 class _Copier:
-    """Renumbers tokens, then masks with the fork's vault: every value copied."""
+    """Every value copied: first as the snapshot shows it (a value the
+    source's vault knows becomes its token, wherever it was typed), then
+    renumbered (a token the link does not cover becomes its bare kind), then
+    masked with the fork's vault and the detectors. Copying the stored text
+    as it stands would let a value the owner typed, known to the source's
+    vault only through a later, unshared turn, reach the fork's model."""
 
-    def __init__(self, mapping: dict[str, str], vault: DbVault) -> None:
+    def __init__(self, mapping: dict[str, str], vault: DbVault, source: DbVault) -> None:
         self.mapping = mapping
         self.vault = vault
         self.known = vault.known_values()
+        self.source_known = source.known_values()
 
     def _renumber(self, value):
         if isinstance(value, str):
@@ -64,7 +70,8 @@ class _Copier:
         return value
 
     def __call__(self, value):
-        return mask_any(self._renumber(value), self.vault, known=self.known)
+        shown = mask_known_any(value, self.source_known)
+        return mask_any(self._renumber(shown), self.vault, known=self.known)
 
 
 @transaction.atomic
@@ -74,12 +81,13 @@ def share_link_fork(*, key: str, actor, request=None) -> Conversation:
     link: ShareLink = share_link_open(key=key, viewer=viewer)
     source = link.conversation
     turns = snapshot_turns(conversation=source, up_to_turn_id=link.up_to_turn_id)
-    fork = conversation_create(owner=viewer, title=source.title or _("Shared conversation"), model=source.model)
+    fork = conversation_create(owner=viewer, title=_("Shared conversation"), model=source.model)
+    vault, source_vault = DbVault(fork.pk), DbVault(source.pk)
+    copy = _Copier(_renumbering(source_vault, vault, link_tokens(link=link)), vault, source_vault)
     # Same tier: the fork's first turn may not move the conversation to another one.
-    Conversation.objects.filter(pk=fork.pk).update(tier=source.tier)
-    fork.tier = source.tier
-    vault = DbVault(fork.pk)
-    copy = _Copier(_renumbering(DbVault(source.pk), vault, tokens_of(shared_items(link=link))), vault)
+    # The title is the owner's first message: copied as every text is.
+    fork.tier, fork.title = source.tier, (copy(source.title) if source.title else fork.title)
+    Conversation.objects.filter(pk=fork.pk).update(tier=fork.tier, title=fork.title)
     for turn in turns:
         events = list(TurnEvent.objects.filter(turn=turn).order_by("seq"))
         copied = Turn.objects.create(

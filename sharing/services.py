@@ -24,7 +24,7 @@ from chat.vault import DbVault
 from governance.pii.masking import parse_token
 from sharing import event_types
 from sharing.models import ShareLink
-from sharing.snapshot import snapshot_items, tokens_of
+from sharing.snapshot import shared_tokens, snapshot_items
 
 # How long a link may stay open, in days (the owner picks one; the default first).
 EXPIRY_DAYS = (7, 1, 30, 90)
@@ -126,6 +126,11 @@ def shared_items(*, link: ShareLink) -> list[dict]:
     return snapshot_items(conversation=link.conversation, up_to_turn_id=link.up_to_turn_id)
 
 
+def link_tokens(*, link: ShareLink) -> set[tuple[str, int]]:
+    """(kind, number) of the tokens a viewer may reveal through the link."""
+    return shared_tokens(conversation=link.conversation, up_to_turn=link.up_to_turn, items=shared_items(link=link))
+
+
 @transaction.atomic
 def shared_token_reveal(*, link: ShareLink, token: str, actor, request=None) -> RevealResult:
     """A viewer (`actor`) reveals a token of the snapshot under the viewer's
@@ -137,9 +142,9 @@ def shared_token_reveal(*, link: ShareLink, token: str, actor, request=None) -> 
         result = RevealResult(allowed=False, reason="not permitted")
     elif parsed is None:
         result = RevealResult(allowed=False, reason="not a token")
-    elif parsed not in tokens_of(shared_items(link=link)):
+    elif parsed not in link_tokens(link=link):
         # A token of the conversation's vault beyond what was shared (a later
-        # turn) is not part of the link.
+        # turn's, even where a shared text spells it) is not part of the link.
         result = RevealResult(allowed=False, reason="unknown token")
     else:
         original = DbVault(link.conversation_id).original_for(*parsed)

@@ -9,7 +9,7 @@ the owner typed that the vault also holds is shown as its token here too.
 
 from __future__ import annotations
 
-from chat.models import ACTIVE_TURN_STATUSES, Turn
+from chat.models import ACTIVE_TURN_STATUSES, Turn, VaultEntry
 from chat.turns.timeline import conversation_timeline
 from chat.vault import DbVault
 from governance.pii.masking import mask_known_any, tokens_in
@@ -44,6 +44,13 @@ def snapshot_items(*, conversation, up_to_turn_id: int) -> list[dict]:
     return out
 
 
+def shared_title(*, conversation) -> str:
+    """The conversation's title as a viewer sees it: it is the owner's first
+    message, so a value the vault knows is its token here too."""
+    title = conversation.title or ""
+    return mask_known_any(title, DbVault(conversation.pk).known_values()) if title else title
+
+
 def tokens_of(items: list[dict]) -> set[tuple[str, int]]:
     """(kind, number) of every token the snapshot shows."""
     found: set[tuple[str, int]] = set()
@@ -60,3 +67,23 @@ def tokens_of(items: list[dict]) -> set[tuple[str, int]]:
 
     walk(items)
     return found
+
+
+def shared_tokens(*, conversation, up_to_turn: Turn, items: list[dict]) -> set[tuple[str, int]]:
+    """The tokens of the snapshot a viewer may reveal and a fork copies: the
+    ones it shows whose originals the vault held when the shared turn ended.
+    A token-shaped text can be shown before its token exists (planted in a
+    customer row or a connector's output, or guessed by a model); a later,
+    unshared turn may then mint that very token for another value, which is
+    not part of the link. (Entries are stamped by the worker that minted
+    them and the turn's end by the worker that ran it: a later turn starts
+    only after this one ended.)"""
+    shown = tokens_of(items)
+    if not shown or up_to_turn.finished_at is None:
+        return set()
+    minted = VaultEntry.objects.filter(
+        conversation_id=conversation.pk,
+        kind__in={kind for kind, _number in shown},
+        created_at__lte=up_to_turn.finished_at,
+    ).values_list("kind", "number")
+    return shown & set(minted)

@@ -37,6 +37,7 @@ from sharing.services import (
     shared_items,
     shared_token_reveal,
 )
+from sharing.snapshot import shared_title
 
 
 def _status(link: ShareLink) -> str:
@@ -116,7 +117,7 @@ def _open_or_404(key: str, user) -> ShareLink:
 def _shared_json(link: ShareLink, viewer) -> dict:
     permitted = may_reveal(user=viewer)
     return {
-        "title": link.conversation.title,
+        "title": shared_title(conversation=link.conversation),
         "owner": link.owner.get_username(),
         "is_owner": link.owner_id == viewer.pk,
         "tier": link.conversation.tier,
