@@ -79,6 +79,7 @@ async def close_code(comm) -> int | None:
     return message.get("code")
 
 
+@pytest.mark.embedded  # the embedded profile's path too: in-memory layer, nodes run in-process
 def test_the_owner_follows_a_run_to_its_end_without_a_value(personas, install_models):
     run = queued_run(personas, install_models, [SQL_NODE, AGENT_NODE])
     cookie = session_cookie(personas.staff)
