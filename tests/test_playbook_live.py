@@ -207,3 +207,32 @@ def test_a_socket_whose_session_ended_gets_nothing_more(personas, install_models
     assert code == 4401
     # The first frame after the sign-out finds the session gone: nothing is sent.
     assert sent == []
+
+
+def test_relayed_step_events_keep_names_and_ids_only():
+    from playbooks.live import step_frame
+
+    requested = {
+        "type": "approval.requested",
+        "turn_id": 7,
+        "seq": 3,
+        "approval_id": "a1",
+        "call_id": "c1",
+        "tool": "desk__echo",
+        "connector": "desk",
+        "arguments": {"text": "010-1234-5678"},
+        "expires_in": 300,
+    }
+    assert step_frame(requested) == {
+        "type": "approval.requested",
+        "turn_id": 7,
+        "seq": 3,
+        "approval_id": "a1",
+        "call_id": "c1",
+        "tool": "desk__echo",
+    }
+    finished = {"type": "tool.finished", "turn_id": 7, "seq": 4, "call_id": "c1", "tool": "run_sql"}
+    finished |= {"outcome": "success", "result": "김민준 010-1234-5678", "row_count": 1}
+    assert "result" not in step_frame(finished) and step_frame(finished)["outcome"] == "success"
+    for dropped in ("message.delta", "message.completed", "turn.accepted", "error"):
+        assert step_frame({"type": dropped, "turn_id": 7, "seq": 5, "text": "010-1234-5678"}) is None
