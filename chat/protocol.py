@@ -29,10 +29,14 @@ class ServerEvent(StrEnum):
     APPROVAL_DECIDED = "approval.decided"
     TURN_FINISHED = "turn.finished"
     ERROR = "error"
+    # Not stored: on a run's socket (a surface's, e.g. playbooks.consumers),
+    # the run or one of its steps changed state; ids and states only, the
+    # page reads the run itself from its API.
+    RUN_CHANGED = "run.changed"
 
 
 # The events a socket is sent without a stored row behind them.
-UNSTORED_EVENTS = frozenset({ServerEvent.STATE, ServerEvent.TURN_STARTED})
+UNSTORED_EVENTS = frozenset({ServerEvent.STATE, ServerEvent.TURN_STARTED, ServerEvent.RUN_CHANGED})
 
 
 class ClientFrame(StrEnum):

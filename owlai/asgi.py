@@ -21,9 +21,14 @@ from django.conf import settings  # noqa: E402
 
 from audit.db_roles import enforce_runtime_db_role  # noqa: E402
 from chat.consumers import CLOSE_FORBIDDEN, ClosingConsumer  # noqa: E402
-from chat.routing import websocket_urlpatterns  # noqa: E402
+from chat.routing import websocket_urlpatterns as chat_websockets  # noqa: E402
 from governance.exposure import log_startup_warnings  # noqa: E402
 from owlai.startup import freeze_startup_objects  # noqa: E402
+from playbooks.routing import websocket_urlpatterns as playbook_websockets  # noqa: E402
+
+# The surfaces' sockets first: chat's routes end with the catch-all that
+# closes any other path with 4404.
+websocket_urlpatterns = [*playbook_websockets, *chat_websockets]
 
 # Refuse to serve when this process's database role could rewrite the audit
 # trail (production; see OWLAI_DB_ROLE_CHECK and `manage.py audit_db_setup`).

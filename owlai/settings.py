@@ -296,6 +296,9 @@ CELERY_BEAT_SCHEDULE = {
 EMAIL_BACKEND = env.str("EMAIL_BACKEND", default="django.core.mail.backends.console.EmailBackend")
 DEFAULT_FROM_EMAIL = env.str("DEFAULT_FROM_EMAIL", default="owlai@localhost")
 OWLAI_PLAYBOOK_SWEEP_SECONDS = env.float("OWLAI_PLAYBOOK_SWEEP_SECONDS", default=60.0)
+# A run page follows its run over the run's websocket; it also reads the run
+# this often while the run is active, in case a frame was lost.
+OWLAI_PLAYBOOK_RUN_POLL_SECONDS = env.float("OWLAI_PLAYBOOK_RUN_POLL_SECONDS", default=20.0)
 # Beat reads its schedule from the database (django-celery-beat): the static
 # entries above are synced into it, playbook schedules are rows of it.
 CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"

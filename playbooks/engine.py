@@ -28,7 +28,7 @@ from chat.models import Message, MessageRole, Turn, TurnEvent, TurnStatus
 from chat.protocol import ServerEvent
 from chat.turns import dispatch, origins
 from chat.turns.start import calls_run_start, run_start
-from playbooks import events, notices, spec
+from playbooks import events, live, notices, spec
 from playbooks.models import ACTIVE_RUN_STATUSES, NodeRun, PlaybookRun, RunStatus
 from playbooks.services import may_run
 
@@ -83,8 +83,15 @@ def advance(run_id: int) -> int | None:
             return None
         # What the run records (its reasons) is in its person's language, as its turns are.
         language = language_from(stored=user_language(user=run.actor), fallback=settings.LANGUAGE_CODE)
+        # Every change _advance makes to a step moves the run's status or
+        # its current step too, so these two tell whether the page needs
+        # waking (one frame, after commit, whatever happened in between).
+        before = (run.status, run.current_node)
         with translation.override(language):
-            return _advance(run)
+            turn_id = _advance(run)
+        if (run.status, run.current_node) != before:
+            live.publish_changed(run)
+        return turn_id
 
 
 def _advance(run: PlaybookRun) -> int | None:

@@ -3,11 +3,13 @@ English, scripts only from static files): the playbooks a person may run
 with their notices and the forms that make one; one playbook (run it with
 its parameters; for its owner the step and parameter editor, sharing and
 schedules with the time zone and the next run); one run, whose steps
-playbooks.js follows live by polling the run API (the same after reload:
-the database is the truth) with the chat page's token chips and reveal."""
+playbooks.js reads from the run API whenever the run's websocket says it
+changed (the same after reload: the database is the truth), with the chat
+page's token chips and reveal."""
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
@@ -167,6 +169,8 @@ def playbook_page(request, playbook_id: int):
 def _run_config(run) -> dict:
     return {
         "runUrl": reverse("playbooks:run-detail", args=[run.pk]),
+        "socketPath": f"/ws/playbook-runs/{run.pk}/",  # playbooks.routing
+        "pollSeconds": settings.OWLAI_PLAYBOOK_RUN_POLL_SECONDS,
         "revealUrl": reverse("chat:conversation-reveal", args=[run.conversation_id]) if run.conversation_id else "",
         "mayReveal": False,  # the page sets it for the person looking
         "active": [str(s) for s in (RunStatus.QUEUED, RunStatus.RUNNING, RunStatus.WAITING_APPROVAL)],
@@ -185,6 +189,14 @@ def _run_config(run) -> dict:
                 "failed": _("Failed"),
                 "cancelled": _("Stopped"),
                 "waiting_approval": _("Waiting for approval"),
+            },
+            # A running step's tool calls, as its turn's events say (live only).
+            "callOutcome": {
+                "running": _("Running…"),
+                "success": _("Completed"),
+                "denied": _("Refused"),
+                "failed": _("Failed"),
+                "waiting": _("Waiting for approval"),
             },
             "revealHint": _("Masked %(kind)s. Click to reveal the original (recorded in the audit log)."),
             "revealedHint": _("Revealed %(token)s (recorded in the audit log)"),

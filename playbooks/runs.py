@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 
 from django.db import IntegrityError, transaction
+from django.db.models import Q
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
@@ -19,7 +20,7 @@ from audit.events import audit_event_write
 from audit.models import ResourceKind
 from chat.models import Conversation
 from chat.turns.cancel import TurnCancelRefused, turn_cancel
-from playbooks import events, spec
+from playbooks import events, live, spec
 from playbooks.models import ACTIVE_RUN_STATUSES, Playbook, PlaybookRun, RunStatus, Trigger
 from playbooks.services import PlaybookError, may_run
 
@@ -33,6 +34,15 @@ def shows_contents(run: PlaybookRun, viewer) -> bool:
     shared with started sees its status and reasons, not what their access
     read (else a playbook would read for its owner what only others may)."""
     return viewer is not None and viewer.pk == run.actor_id
+
+
+def runs_visible_to(user):
+    """The runs a person may watch: those acting as them and those of their
+    playbooks (anyone else opens a run in the admin, on the record). The
+    run API, the run page and the run's socket all ask this."""
+    if user is None or not user.is_authenticated:
+        return PlaybookRun.objects.none()
+    return PlaybookRun.objects.select_related("actor", "playbook").filter(Q(actor=user) | Q(playbook__owner=user))
 
 
 def _run_event(kind: str, run: PlaybookRun, actor, request=None, **details) -> None:
@@ -156,6 +166,7 @@ def playbook_run_stop(*, run: PlaybookRun, actor, request=None) -> PlaybookRun:
         locked.save(update_fields=["status", "finished_at"])
         run.status = locked.status
         _run_event(events.RUN_STOPPED, run, actor, request)
+        live.publish_changed(locked)
     conversation = Conversation.objects.filter(pk=run.conversation_id).first()
     if conversation is not None:
         try:

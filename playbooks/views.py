@@ -17,7 +17,13 @@ from chat.models import Turn
 from governance.models import LlmModel
 from playbooks import serializers as api
 from playbooks.models import NodeRun, Notification, Playbook, PlaybookRun
-from playbooks.runs import playbook_run_rerun, playbook_run_start, playbook_run_stop, shows_contents
+from playbooks.runs import (
+    playbook_run_rerun,
+    playbook_run_start,
+    playbook_run_stop,
+    runs_visible_to,
+    shows_contents,
+)
 from playbooks.services import PlaybookError, playbook_create, playbook_from_turn, playbook_update
 
 
@@ -187,10 +193,7 @@ def playbook_runs(request: Request, playbook_id: int) -> Response:
 
 def _own_run(request: Request, run_id: int) -> PlaybookRun:
     """Its person's and its playbook owner's (others open it in the admin, on the record)."""
-    runs = PlaybookRun.objects.select_related("actor", "playbook").filter(
-        Q(actor=request.user) | Q(playbook__owner=request.user)
-    )
-    return get_object_or_404(runs, pk=run_id)
+    return get_object_or_404(runs_visible_to(request.user), pk=run_id)
 
 
 @extend_schema(responses=api.RunSerializer, summary="A run: its steps with their masked inputs and outputs")

@@ -2,10 +2,13 @@
 production stack (daphne, a Celery worker, Redis, the scripted model
 server): a question answered in chat is saved as a playbook, its
 parameters are edited (a bad one is refused with the service's words),
-it runs and the run page follows its progress without a reload, the run
-detail shows the masked output as token chips; a reveal without the
+it runs and the run page follows its progress without a reload, woken by
+the run's websocket alone (the fallback poll is set to an hour here: every
+update after the first read comes from a frame), the run detail shows the
+masked output as token chips; a reveal without the
 permission shows the refusal and writes no reveal, with it the value shows
-and exactly one reveal event names the run's conversation."""
+and exactly one reveal event names the run's conversation. A run whose
+step is refused fails on the page, live, with the step's value-free reason."""
 
 from __future__ import annotations
 
@@ -17,6 +20,8 @@ from audit.models import AuditEvent, EventKind
 from chat.models import Turn
 from governance.models import Role
 from playbooks.models import Playbook, PlaybookRun
+from playbooks.services import playbook_create
+from tests.support.browser import browser_stack_running
 from tests.support.fake_llm import Reply, text, tool_call
 
 pytestmark = [
@@ -28,6 +33,48 @@ pytestmark = [
 
 SQL = "SELECT name, phone FROM customers ORDER BY id"
 PHONE = "010-1234-5678"
+# The run page's fallback poll, in seconds: longer than any test here, so
+# the page shows a change only when the run's websocket woke it.
+NO_POLL = 3600
+
+
+@pytest.fixture(scope="module")
+def browser_stack(tmp_path_factory, django_db_setup, pg_customer_db):
+    with browser_stack_running(
+        tmp_path_factory.mktemp("browser-playbooks"), pg_customer_db, OWLAI_PLAYBOOK_RUN_POLL_SECONDS=str(NO_POLL)
+    ) as stack:
+        yield stack
+
+
+class RunWatch:
+    """What the page reads and hears: its reads of the run API and the
+    frames of the run's websocket."""
+
+    def __init__(self, page) -> None:
+        self.reads: list[str] = []
+        self.frames: list[dict] = []
+        page.on("request", self._request)
+        page.on("websocket", self._socket)
+
+    def _request(self, request) -> None:
+        if "/api/playbook-runs/" in request.url and request.method == "GET":
+            self.reads.append(request.url)
+
+    def _socket(self, socket) -> None:
+        if "/ws/playbook-runs/" in socket.url:
+            socket.on("framereceived", lambda payload: self.frames.append(json.loads(payload)))
+
+    def types(self) -> list[str]:
+        return [f["type"] for f in self.frames]
+
+
+def woken_reads_only(watch: RunWatch) -> None:
+    """One read of the run on load, then at most one per frame that says
+    the run may have changed (a read under way takes the next frame's
+    along): no poll in between. No frame carries a value."""
+    wakers = [t for t in watch.types() if t in ("run.changed", "turn.finished", "approval.requested")]
+    assert 2 <= len(watch.reads) <= 1 + len(wakers), (watch.reads, watch.types())
+    assert PHONE not in json.dumps(watch.frames, ensure_ascii=False)
 
 
 def answer_with_token(body: dict) -> Reply:
@@ -101,16 +148,25 @@ def test_save_edit_run_watch_and_reveal(chat_env, pages):
     assert "지역" in page.inner_text("#run-error")
     assert not PlaybookRun.objects.exists()
 
-    # Run; the page shows it running, then done, without a reload.
+    # Run; the page shows it running, the step's tool call, then done,
+    # without a reload and with no poll: the run's socket wakes it.
     chat_env.fake.delay = 1.5  # a slow model: the run is seen while it runs
     chat_env.fake.script = [tool_call("run_sql", {"connection": "sales", "sql": SQL}), answer_with_token]
+    watch = RunWatch(page)
     page.fill("#run-form input[name=region]", "서울")
     page.click("#run-now")
     page.wait_for_selector("#run-nodes")
+    assert page.evaluate("() => JSON.parse(document.getElementById('run-config').textContent).pollSeconds") == NO_POLL
     page.wait_for_selector("#run-status[data-status=running]", timeout=30_000)
     page.evaluate("() => { window.__sameDocument = true; }")
+    page.wait_for_selector(".pb-node[data-status=running] .pb-activity code:text-is('run_sql')", timeout=30_000)
     page.wait_for_selector("#run-status[data-status=completed]", timeout=60_000)
     assert page.evaluate("() => window.__sameDocument === true")  # followed live, not reloaded
+    assert page.locator(".pb-activity").count() == 0  # a running step's calls only; the record is the output
+    # (The run's last frame may come after the page read the end and closed
+    # its socket: the step's `turn.finished` wakes it as well.)
+    assert "run.changed" in watch.types() and "tool.finished" in watch.types()
+    woken_reads_only(watch)
     run = PlaybookRun.objects.get()
     assert run.status == "completed" and run.parameters == {"region": "서울"}
     assert any("서울 지역의 첫 고객 연락처" in json.dumps(r, ensure_ascii=False) for r in chat_env.fake.requests)
@@ -147,3 +203,43 @@ def test_save_edit_run_watch_and_reveal(chat_env, pages):
     page.wait_for_selector("#run-status[data-status=completed]", timeout=60_000)
     again = PlaybookRun.objects.exclude(pk=run.pk).get()
     assert again.rerun_of_id == run.pk and again.parameters == {"region": "서울"}
+
+
+def test_a_refused_step_fails_the_run_live_with_a_value_free_reason(chat_env, pages):
+    playbook = playbook_create(
+        owner=chat_env.alice,
+        name="고객 삭제",
+        model=chat_env.models["inhouse-model"],
+        parameters=[{"name": "phone", "kind": "text", "label": "전화"}],
+        nodes=[
+            {"key": "intro", "kind": "agent", "prompt": "인사해 주세요"},
+            {
+                "key": "erase",
+                "kind": "tool",
+                "tool": "run_sql",
+                "arguments": {"connection": "sales", "sql": "DELETE FROM customers WHERE phone = '$phone'"},
+            },
+        ],
+        actor=chat_env.alice,
+    )
+    chat_env.fake.delay = 1.5  # the first step is still running when the page opens
+    chat_env.fake.script = [text("안녕하세요.")]
+    page = pages.open(chat_env.alice)
+    page.goto(chat_env.url(f"/playbooks/{playbook.pk}/"))
+    watch = RunWatch(page)
+    page.fill("#run-form input[name=phone]", PHONE)
+    page.click("#run-now")
+    page.wait_for_selector("#run-status[data-status=running]", timeout=30_000)
+    page.evaluate("() => { window.__sameDocument = true; }")
+    page.wait_for_selector("#run-status[data-status=failed]", timeout=60_000)
+    assert page.evaluate("() => window.__sameDocument === true")
+    failed = page.locator('.pb-node[data-status="failed"]')
+    assert failed.get_attribute("data-index") == "1"
+    reason = page.inner_text("#run-reason")
+    assert "erase" in reason and reason == PlaybookRun.objects.get().error
+    assert PHONE not in reason and PHONE not in failed.inner_text() and PHONE not in page.content()
+    woken_reads_only(watch)
+    # After a reload: the same.
+    page.reload()
+    page.wait_for_selector("#run-status[data-status=failed]")
+    assert page.inner_text("#run-reason") == reason

@@ -4,8 +4,9 @@
  * saved through the playbooks API (PATCH); the service checks them and its
  * reason is shown as it words it.
  *
- * Run page: the run's steps followed live by polling the run API while the
- * run is active (the database is the truth, so a reload shows the same);
+ * Run page: the run's steps followed live: the run's websocket says when the
+ * run changed and the page reads it from the run API (the database is the
+ * truth, so a reload shows the same; a slow poll covers a lost frame);
  * outputs rendered by the chat page's render.js (sanitised markdown, token
  * chips) and a chip revealed through the chat reveal endpoint of the run's
  * conversation, which audits every attempt as chat does.
@@ -340,23 +341,132 @@
       document.body.dataset.runStatus = run.status;
     }
 
-    async function poll() {
-      let delay = 1000;
+    // Live: the run's socket (playbooks.consumers) only says that the run
+    // changed, or which tool its running step calls; the run itself is read
+    // from the run API, so a reload shows what the live page showed. A slow
+    // poll covers a frame the channel layer lost.
+    const active = (status) => config.active.includes(status);
+    let finished = false;
+    let fetching = false;
+    let again = false;
+    let socket = null;
+    let retryTimer = null;
+    let retryDelay = 500;
+    let stepsTurn = null; // the turn (step) whose tool calls are shown
+    let calls = new Map(); // call_id -> {tool, outcome}
+
+    async function refresh() {
+      if (fetching) {
+        again = true; // read once more when this read returns: a frame came meanwhile
+        return;
+      }
+      fetching = true;
+      clearTimeout(timer);
       try {
         const run = await api(config.runUrl);
         draw(run);
-        if (!config.active.includes(run.status)) return; // finished: nothing more will change
+        drawCalls();
+        if (!active(run.status)) finish();
       } catch (e) {
-        delay = 3000; // try again, more slowly
+        // the next frame or the fallback poll reads it again
       }
-      timer = setTimeout(poll, delay);
+      fetching = false;
+      if (again && !finished) {
+        again = false;
+        refresh();
+        return;
+      }
+      if (!finished) timer = setTimeout(refresh, config.pollSeconds * 1000);
+    }
+
+    function finish() {
+      finished = true; // nothing more will change
+      clearTimeout(timer);
+      clearTimeout(retryTimer);
+      if (socket) {
+        socket.onclose = null;
+        socket.close();
+        socket = null;
+      }
+    }
+
+    function drawCalls() {
+      // Only on a step still running: what it is doing now, not part of the
+      // run's record (that is the step's output, read from the API).
+      for (const old of document.querySelectorAll("#run-nodes .pb-activity")) old.remove();
+      const step = document.querySelector(
+        '#run-nodes .pb-node[data-status="running"], #run-nodes .pb-node[data-status="waiting_approval"]'
+      );
+      if (!step || calls.size === 0) return;
+      const list = el("ul", "pb-activity");
+      for (const call of calls.values()) {
+        const item = el("li");
+        item.appendChild(el("code", "", call.tool));
+        const outcome = call.outcome || "running";
+        item.append(" ", el("span", `badge pb-call-${outcome}`, T.callOutcome[outcome] || outcome));
+        list.appendChild(item);
+      }
+      step.querySelector(".step-body").prepend(list);
+    }
+
+    function onFrame(frame) {
+      if (frame.type === "run.changed" || frame.type === "turn.finished") {
+        refresh();
+        return;
+      }
+      if (!frame.call_id) return;
+      if (frame.turn_id !== stepsTurn) {
+        stepsTurn = frame.turn_id; // the next step: its calls only
+        calls = new Map();
+      }
+      const call = calls.get(frame.call_id) || { tool: frame.tool || "", outcome: null };
+      if (frame.tool) call.tool = frame.tool;
+      if (frame.type === "tool.finished") call.outcome = frame.outcome;
+      else if (frame.type === "approval.requested") call.outcome = "waiting";
+      else if (frame.type === "approval.decided") call.outcome = null;
+      calls.set(frame.call_id, call);
+      drawCalls();
+      if (frame.type === "approval.requested") refresh();
+    }
+
+    function connect() {
+      if (finished) return;
+      const scheme = location.protocol === "https:" ? "wss" : "ws";
+      const ws = new WebSocket(`${scheme}://${location.host}${config.socketPath}`);
+      socket = ws;
+      ws.onopen = () => {
+        retryDelay = 500;
+      };
+      ws.onmessage = (e) => {
+        let frame = null;
+        try {
+          frame = JSON.parse(e.data);
+        } catch (err) {
+          return;
+        }
+        onFrame(frame);
+      };
+      ws.onclose = (e) => {
+        if (socket !== ws) return;
+        socket = null;
+        if (e.code === 4401) {
+          window.location.reload(); // signed out: the page asks to sign in
+          return;
+        }
+        if (finished || e.code === 4403 || e.code === 4404) return; // the fallback poll goes on
+        // 0.5 s doubling to 10 s, with jitter (as the chat page); the server
+        // sends the run as stored on every connect.
+        retryTimer = setTimeout(connect, retryDelay * (0.5 + Math.random()));
+        retryDelay = Math.min(retryDelay * 2, 10000);
+      };
     }
 
     for (const value of document.querySelectorAll("#run-parameters .pb-value")) {
       value.replaceChildren(window.OwlRender.textWithChips(value.textContent));
     }
-    poll();
-    window.addEventListener("pagehide", () => clearTimeout(timer));
+    refresh();
+    connect();
+    window.addEventListener("pagehide", finish);
   }
 
   const editorConfig = $("editor-config");
