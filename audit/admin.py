@@ -57,6 +57,7 @@ from audit.models import (
     resource_kind_label,
 )
 from audit.registry import resource_model
+from audit.search_terms import SEARCH_PARAM, recordable_filters, search_fingerprint
 from audit.services import AuditWriteError
 from owlai.times import local_iso, zone_label
 from owlai.tool_names import ToolName
@@ -141,7 +142,7 @@ class CsvExportMixin:
         queryset = changelist.queryset  # filtered, searched and in the listed order
         cap = settings.OWLAI_AUDIT_EXPORT_MAX_ROWS
         available = queryset[: cap + 1].count()
-        filters = {k: v for k, v in request.GET.items() if k not in ("p", "o")}
+        filters = recordable_filters(request.GET, navigation=("p", "o"))
         details = {"cut": available > cap, **labels_details(changelist)}
         try:
             # Recorded before the file exists: an export that cannot be
@@ -483,7 +484,17 @@ class AuditEventAdmin(PickerFiltersMixin, CsvExportMixin, ReadOnlyAdmin):
     )
     list_filter = (("created_at", TimeRangeFilter), PeriodFilter, ActorFilter, EventTypeFilter, ResourceKindFilter)
     search_fields = ("resource_id", "owner_username")
-    search_help_text = gettext_lazy("Searches the resource id and the owner's user name.")
+    search_help_text = gettext_lazy(
+        "Searches the resource id and the owner's user name, and finds the list views and exports "
+        "whose search was this term (the record keeps only its fingerprint)."
+    )
+
+    def get_search_results(self, request, queryset, search_term):
+        found, may_have_duplicates = super().get_search_results(request, queryset, search_term)
+        if not search_term.strip():
+            return found, may_have_duplicates
+        searched = queryset.filter(**{f"filters__{SEARCH_PARAM}": search_fingerprint(search_term)})
+        return found | searched, may_have_duplicates
     fields = readonly_fields = [
         "time",
         "kind_shown",

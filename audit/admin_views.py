@@ -26,6 +26,7 @@ from django.utils.translation import gettext as _
 
 from audit.events import audit_event_write
 from audit.models import EventKind
+from audit.search_terms import recordable_filters, search_in_words
 from audit.services import AuditWriteError
 
 logger = logging.getLogger(__name__)
@@ -57,7 +58,7 @@ def filter_labels(changelist) -> dict[str, str]:
             shown = ", ".join(str(choices.get(v, v)) for value in used.values() for v in _values(value))
         labels[str(spec.title)] = shown
     if getattr(changelist, "query", ""):
-        labels[_("search")] = changelist.query
+        labels[_("search")] = search_in_words(changelist.query)
     return labels
 
 
@@ -126,7 +127,7 @@ class AuditedViewsMixin:
                 request=request,
                 resource_kind=self.audit_resource_kind,
                 row_count=len(changelist.result_list),
-                filters={k: v for k, v in request.GET.items() if k not in _NAVIGATION_PARAMS},
+                filters=recordable_filters(request.GET, navigation=_NAVIGATION_PARAMS),
                 details=labels_details(changelist) or None,
             )
         except AuditWriteError:

@@ -303,3 +303,31 @@ def test_audit_lists_keep_their_big_table_settings(admin_client, personas):
         assert model_admin.show_full_result_count is False
         assert model_admin.paginator is CappedCountPaginator
         assert model_admin.show_facets is django_admin.ShowFacets.NEVER
+
+
+# --- a search term on the record --------------------------------------------------------
+
+
+def test_a_list_search_is_recorded_by_its_fingerprint_and_found_by_its_term(admin_client, personas):
+    import json
+
+    term = "010-4821-7735"
+    sql_row(personas.staff, sql=f"SELECT name FROM customers WHERE phone = '{term}'")
+    listed(admin_client, q=term)
+    admin_client.get(reverse("admin:audit_auditevent_export"), {"q": "Kim Minjun"})
+    events = list(AuditEvent.objects.filter(kind__in=[EventKind.ADMIN_VIEW, EventKind.CSV_EXPORT]))
+    assert {e.kind for e in events} == {EventKind.ADMIN_VIEW, EventKind.CSV_EXPORT}
+    for event in events:
+        recorded = json.dumps([event.filters, event.details], ensure_ascii=False)
+        assert "4821" not in recorded and "7735" not in recorded and "minjun" not in recorded.lower()
+        assert event.filters["q"].startswith("#")
+    view = next(e for e in events if e.kind == EventKind.ADMIN_VIEW)
+    assert "13" in json.dumps(view.details, ensure_ascii=False)  # its length, in words
+    # The compliance officer's question "who searched for this number?" is
+    # answered by typing it (spaces and case do not matter).
+    found = listed(admin_client, "admin:audit_auditevent_changelist", q=f"  {term} ")
+    assert view in found
+    assert next(e for e in events if e.kind == EventKind.CSV_EXPORT) in listed(
+        admin_client, "admin:audit_auditevent_changelist", q="kim  MINJUN"
+    )
+    assert view not in listed(admin_client, "admin:audit_auditevent_changelist", q="010-4821-7736")

@@ -12,6 +12,7 @@ from django.db import IntegrityError, connection, transaction
 from django.urls import reverse
 
 from audit.models import AuditEvent, ToolCallAudit
+from audit.search_terms import search_fingerprint
 from audit.services import AuditWriteError, tool_call_audit_write
 from chat.models import Conversation
 from chat.services import conversation_create
@@ -66,7 +67,9 @@ def test_sql_history_list_writes_one_event_with_count_and_filters(admin_client, 
     assert (event.kind, event.resource_kind, event.row_count) == ("admin_view", "sql_execution", 3)
     assert event.actor_id == personas.admin.pk and event.actor_username == "admin"
     assert event.ip == "127.0.0.1" and event.user_agent == "pytest-browser/1.0"
-    assert event.filters == {"outcome": "success", "q": "customers"}
+    # The search term is kept by its fingerprint (audit.search_terms), never as typed.
+    assert event.filters == {"outcome": "success", "q": search_fingerprint("customers")}
+    assert "customers" not in str(event.details)
 
 
 def test_sql_history_detail_writes_one_event_with_owner(admin_client, personas):
