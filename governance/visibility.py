@@ -24,6 +24,7 @@ from functools import cache
 from typing import Any, NamedTuple
 
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.db import connection as db
 
 from governance.connectors.definitions import (
@@ -110,6 +111,16 @@ def visible_resources(*, user_id: int, tier: str) -> TurnResources:
         return TurnResources()
 
 
+def _active_member() -> str:
+    """The join every grant query makes on the role's member: a grant counts
+    only for an active account. The executor re-checks grants before every
+    call, so a person deactivated while their run is in flight (a chat turn,
+    a playbook step) gets nothing from the next call on, not only from the
+    next turn. Called by the cached SQL builders, once apps are ready."""
+    users = get_user_model()._meta.db_table
+    return f" JOIN {users} member ON member.id = ru.user_id AND member.is_active"
+
+
 def _with_grant(model, user_id: int) -> list:
     """Every row of `model` by name, each with `granted`: whether a role of
     the user grants it. One prepared statement per kind (every turn runs
@@ -133,7 +144,7 @@ def _with_grant_sql(model) -> str:
     else:
         grants, column = Role.connectors.through._meta.db_table, "connector_id"
     granted = (
-        f"EXISTS (SELECT 1 FROM {grants} g JOIN {role_users} ru ON ru.role_id = g.role_id"
+        f"EXISTS (SELECT 1 FROM {grants} g JOIN {role_users} ru ON ru.role_id = g.role_id{_active_member()}"
         f" WHERE g.{column} = r.id AND ru.user_id = %s)"
     )
     return f"SELECT {prepared.columns(model, 'r')}, {granted} FROM {model._meta.db_table} r ORDER BY r.name"
@@ -154,7 +165,7 @@ def _access_sql() -> str:
     return (
         f"SELECT g.whole_database, g.tables, {revision}, {columns}"
         f" FROM {DbGrant._meta.db_table} g"
-        f" JOIN {Role.users.through._meta.db_table} ru ON ru.role_id = g.role_id"
+        f" JOIN {Role.users.through._meta.db_table} ru ON ru.role_id = g.role_id{_active_member()}"
         f" JOIN {DbConnection._meta.db_table} c ON c.id = g.connection_id"
         " WHERE ru.user_id = %s AND c.name = %s"
     )
@@ -203,7 +214,9 @@ def db_access(*, user_id: int, tier: str, connection_name: str) -> DbAccess | No
 
 def collection_access(*, user_id: int, tier: str, collection_name: str) -> DocumentCollection | None:
     """The named collection when this turn may search it; None otherwise."""
-    collection = DocumentCollection.objects.filter(name=collection_name, roles__users__id=user_id).first()
+    collection = DocumentCollection.objects.filter(
+        name=collection_name, roles__users__id=user_id, roles__users__is_active=True
+    ).first()
     if collection is None:
         return None
     if decide(tier=tier, exposure=collection.exposure, granted=True) is not Sight.ACCESSIBLE:
@@ -303,7 +316,7 @@ def _allowed_tools_sql() -> str:
     return (
         f"SELECT {prepared.columns(ConnectorTool, 't')}, {prepared.columns(Connector, 'c')}"
         f" FROM {ConnectorTool._meta.db_table} t JOIN {Connector._meta.db_table} c ON c.id = t.connector_id"
-        f" WHERE EXISTS (SELECT 1 FROM {allowed} a JOIN {role_users} ru ON ru.role_id = a.role_id"
+        f" WHERE EXISTS (SELECT 1 FROM {allowed} a JOIN {role_users} ru ON ru.role_id = a.role_id{_active_member()}"
         " WHERE a.connector_id = c.id AND ru.user_id = %s)"
         " ORDER BY c.name, t.slug"
     )
@@ -360,7 +373,7 @@ def _tool_decision_sql() -> str:
     role_connectors = Role.connectors.through._meta.db_table
     role_users = Role.users.through._meta.db_table
     granted = (
-        f"EXISTS (SELECT 1 FROM {role_connectors} rc JOIN {role_users} ru ON ru.role_id = rc.role_id"
+        f"EXISTS (SELECT 1 FROM {role_connectors} rc JOIN {role_users} ru ON ru.role_id = rc.role_id{_active_member()}"
         " WHERE rc.connector_id = c.id AND ru.user_id = %s)"
     )
     return (

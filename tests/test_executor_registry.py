@@ -172,6 +172,27 @@ def test_a_hidden_or_missing_target_is_refused_at_visibility(world, name, monkey
     assert row.reason == HIDDEN_AUDIT_REASON.get(name, tool(name).unavailable.msgid)
 
 
+# Tools whose target is reached through a grant (read_spill reads back the
+# run's own masked spill, which its grant-checked call already produced).
+GRANTED_TOOLS = [name for name in TOOLS if name != "read_spill"]
+
+
+@pytest.mark.parametrize("name", GRANTED_TOOLS)
+def test_a_person_deactivated_mid_run_gets_nothing_from_the_next_call(world, name, monkeypatch):
+    """The grants are re-read before every call and count only for an
+    active account: a run in flight (a chat turn, a playbook step) of a
+    person deactivated meanwhile is refused from its next call on."""
+    called, arguments = example(world, name, 0)
+    payload, outcome = world.call(called, arguments)
+    assert outcome == "success", payload
+    type(world.personas.staff).objects.filter(pk=world.personas.staff.pk).update(is_active=False)
+    patch(monkeypatch, name, "run", lambda call: pytest.fail("ran"))
+    seen: list = []
+    payload, outcome = world.call(called, arguments, trace=seen)
+    assert outcome == "denied", payload
+    assert stages_of(seen, called) == [Stage.VISIBILITY]
+
+
 class _Deny:
     def decide(self, call):
         return Decision.deny(Reason("blocked by the install's tool policy"))
