@@ -152,6 +152,11 @@ def _union(candidates: list[_Candidate]) -> list[_Candidate]:
     return [(kind, start, end, conf) for kind, start, end, conf, _ in merged]
 
 
+# What the match stage hands a hinted text to (governance.pii.masking calls
+# match.detect_spans(text, HINTED_READER) itself, as detect_spans does).
+HINTED_READER = _hinted
+
+
 def detect_spans(text: str, _match: Callable = match.detect_spans, _reader: Callable = _hinted) -> list[_Candidate]:
     """Non-overlapping (kind id, start, end, confidence), sorted by start.
 
