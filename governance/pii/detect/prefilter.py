@@ -68,6 +68,14 @@ _REGION_TAIL = (
     r"[0-9\-.()+ \t]{8,}(?<=[0-9])"
 )
 _STAGE1 = re.compile(f"[0-9]{_REGION_TAIL}")
+# A value cut into pieces (전화 "010" "1234" "5678", 010 | 1234 | 5678):
+# digit groups set apart by quotes, bars, commas, semicolons or square
+# brackets, read by governance.pii.detect.labels.pieces on the slow path. A
+# comma right before a digit is an amount's (12,000원), and parentheses
+# alone are a phone's ((02)123-4567). As a tail, after the first digit of a group.
+_PIECE_SEP = r"[ \t]*(?:[\"'`‘’“”|;\[\]]|,(?![0-9]))[ \t\"'`‘’“”|;+,()\[\]]{0,5}"
+_PIECE_TAIL = rf"(?<![0-9][0-9])(?=[0-9]{{1,6}}{_PIECE_SEP}[0-9]{{2}})"
+_PIECE_HINT = re.compile(rf"(?<![0-9])[0-9]{{2,7}}{_PIECE_SEP}[0-9]{{2}}")
 # Non-ASCII text: the same search also stops at the first character that
 # normalisation changes (a one-character match), so one pass finds the regions
 # or tells that the text must be normalised first. The leading class is the
@@ -137,7 +145,7 @@ _LETTER_HINT_TAILS = (
 # other branches sit behind one (?<![0-9]) (a fifth of the search's time).
 _STAGE1_RAW = re.compile(
     f"[0-9/_{NORMALISABLE_BMP}\\U00010000-\\U0010ffff{_HINT_STARTS}]"
-    f"(?:(?<=[0-9]){_REGION_TAIL}|(?<![0-9])(?:"
+    f"(?:(?<=[0-9])(?:{_REGION_TAIL}|{_PIECE_TAIL})|(?<![0-9])(?:"
     f"(?<=[{_RARE_WORDS}])(?:(?={_WORD_SEP}?[{_NUMBER_WORDS}0-9])|(?<=[{_NUMBER_WORDS}0-9].)"
     f"|(?<=[{_NUMBER_WORDS}0-9]{_WORD_SEP}.))"
     # the common four count between a digit and a number: 010-일이사오-5678,
@@ -181,6 +189,10 @@ def _ascii_hint(text: str) -> bool:
     on its own (substring tests on the lowered text cost less than the same
     words as branches of the search)."""
     if _HINT_ASCII.search(text) is not None:
+        return True
+    if ('"' in text or "'" in text or "|" in text or "," in text or ";" in text or "]" in text) and (
+        _PIECE_HINT.search(text) is not None
+    ):
         return True
     lowered = text.lower()
     return (
