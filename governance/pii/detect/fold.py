@@ -141,13 +141,16 @@ def _fold_run(
         if spoken * 2 < n_digits:
             return None  # mostly digits (and look-alike letters): their layout stands as written
         joined_pieces = []
-        k = 0
+        k = seen = 0
         for group in groups:
             n = len(group)
             if group[0].isdigit():
                 joined_pieces.extend((d, i, i + 1) for d, (_, i) in zip(group, chars[k : k + n], strict=True))
+                seen += n
             else:  # a pause goes; parentheses stay, as in the other readings
                 kept = group if "(" in group or ")" in group else ""
+                if seen == 2 and digits[:2] == "82":
+                    kept = " "  # the country code stands apart: 팔이 일공 ... is +82 10-...
                 joined_pieces.append((kept, chars[k][1], chars[k + n - 1][1] + 1))
             k += n
         return joined_pieces

@@ -24,7 +24,9 @@ from collections.abc import Callable
 from governance.pii.detect.prefilter import _PIECE_SEP
 from governance.pii.kinds import PiiKind
 
-_PHONE, _RRN, _FRN, _ACCOUNT = (k.value for k in (PiiKind.PHONE, PiiKind.RRN, PiiKind.FOREIGNER_RN, PiiKind.ACCOUNT))
+_PHONE, _RRN, _FRN, _ACCOUNT, _CARD = (
+    k.value for k in (PiiKind.PHONE, PiiKind.RRN, PiiKind.FOREIGNER_RN, PiiKind.ACCOUNT, PiiKind.CARD)
+)
 
 _RRN_WORDS = re.compile(r"주민|외국인\s*등록|rrn|resident", re.IGNORECASE)
 _YYMMDD = r"[0-9][0-9](?:0[1-9]|1[0-2])(?:0[1-9]|[12][0-9]|3[01])"
@@ -109,15 +111,17 @@ def _labelled(
 # out (전화 "010" "1234" "5678", 연락처 010 | 1234 | 5678, phone: ['010',
 # '1234', '5678'], 주민번호 900101, 1234567). The pieces must fall where the
 # value's own groups do: a phone's prefix, exchange and line, an RRN's
-# halves. A label of the kind must be near, except for a mobile number
-# (01X, 3-4 digits, 4 digits): that layout is a phone's alone.
+# halves, an account's groups, a card's groups (and its Luhn digit). A
+# label of the kind must be near, except for a mobile number (01X, 3-4
+# digits, 4 digits): that layout is a phone's alone.
 _PIECES = re.compile(rf"(?<![0-9])[0-9]{{2,7}}(?:{_PIECE_SEP}[0-9]{{2,7}}){{1,3}}(?![0-9])")
 _PIECE_GROUP = re.compile(r"[0-9]+")
 _PHONE_PIECES = re.compile(r"0(?:1[016-9]|2|3[1-3]|4[1-4]|5[1-5]|6[1-4]|[678]0|50[0-9])", re.ASCII)
 _PHONE_LABEL = re.compile(r"전화|연락처|휴대|핸드폰|폰|phone|tel|mobile|cell|contact", re.IGNORECASE)
 _ACCOUNT_LABEL = re.compile(r"계좌|입금|송금|이체|통장|은행|뱅크|account|acct|bank", re.IGNORECASE)
 _FRONT_HALF, _BACK_HALF = re.compile(_YYMMDD), re.compile(_BACK)
-_PIECE_LAYOUTS = {(6, 2, 6), (3, 3, 6), (4, 3, 6), (3, 6, 5), (3, 4, 4, 2), (3, 6, 2, 3), (4, 2, 7), (3, 2, 6)}
+_CARD_LABEL = re.compile(r"카드|card|visa|master|amex", re.IGNORECASE)
+_CARD_LAYOUTS = {(4, 4, 4, 4), (4, 6, 5), (4, 6, 4)}
 
 
 def pieces(text: str) -> list[tuple[str, int, int]]:
@@ -144,6 +148,16 @@ def _piece_kind(groups: list[str], text: str, start: int, end: int) -> str | Non
     if layout == (6, 7) and _FRONT_HALF.fullmatch(groups[0]) and _BACK_HALF.fullmatch(groups[1]):
         if named(_RRN_WORDS):
             return _FRN if groups[1][0] in "5678" else _RRN
-    if layout in _PIECE_LAYOUTS and named(_ACCOUNT_LABEL):
-        return _ACCOUNT
+    if 3 <= len(layout) <= 4 and 10 <= sum(layout) <= 14 and max(layout) <= 7 and named(_ACCOUNT_LABEL):
+        return _ACCOUNT  # an account's layout (rule (a) of the match stage) next to its word
+    if layout in _CARD_LAYOUTS and named(_CARD_LABEL) and _luhn_ok("".join(groups)):
+        return _CARD
     return None
+
+
+def _luhn_ok(digits: str) -> bool:
+    total = 0
+    for i, ch in enumerate(reversed(digits)):
+        d = int(ch) * (2 if i % 2 else 1)
+        total += d - 9 if d > 9 else d
+    return total % 10 == 0
