@@ -1,7 +1,8 @@
 """Hidden spellings for bench/mask.py: the planted values of the corpus
 re-spelled the ways the detector pipeline decodes and folds (number words,
-look-alike letters, character entities, markup, percent and base64
-encodings, doubled and mixed separators, line breaks, obfuscated e-mails),
+also spoken in pairs, look-alike letters, character entities, markup,
+percent and base64 encodings, doubled and mixed separators, line breaks,
+obfuscated e-mails, values cut into quoted or barred pieces),
 so the bench measures the slow path too and checks that none leaks.
 
 Also counts how many cells of the ordinary corpus the match stage sends
@@ -51,16 +52,48 @@ def _respell_email(rng: random.Random, value: str) -> str:
     return f"{local}{at}{domain.replace('.', dot)}"
 
 
+_WORDS = {"account": "입금 계좌", "card": "카드", "rrn": "주민번호", "phone": "연락처"}
+
+
+def _in_pairs(value: str) -> str:
+    """The digits spoken two by two, whatever the value's layout (공일 공일 이삼 사오 육칠 팔)."""
+    digits = "".join(HANGUL[c] for c in value if c.isdigit())
+    return " ".join(digits[i : i + 2] for i in range(0, len(digits), 2))
+
+
+def _in_pieces(rng: random.Random, value: str) -> str | None:
+    """The value's own groups as quoted or barred pieces ("010" "1234" "5678"), or None without groups."""
+    groups = [g for g in value.replace("-", " ").replace(".", " ").split(" ") if g]
+    if len(groups) < 2 or not all(g.isdigit() for g in groups):
+        return None
+    how = rng.choice(['"{}"', "'{}',", "{} |"])
+    return " ".join(how.format(g) for g in groups).rstrip(",|").rstrip()
+
+
 def hidden_cells(planted: list[list[tuple[str, str]]], n: int, seed: int) -> list[tuple[str, str]]:
-    """(cell, spelled value) pairs: a planted value re-spelled, in a short memo."""
+    """(cell, spelled value) pairs: a planted value re-spelled, in a short memo;
+    then a tenth as many again spoken in pairs, and as many cut into pieces
+    (their own generator, so the first n stay the same cells)."""
     rng = random.Random(seed)
     values = [(kind, value) for cell in planted for kind, value in cell]
     rng.shuffle(values)
     out = []
     for kind, value in values[:n]:
         spelled = _respell_email(rng, value) if kind == "email" else _respell_number(rng, value)
-        word = {"account": "입금 계좌", "card": "카드", "rrn": "주민번호", "phone": "연락처"}.get(kind, "메일")
-        out.append((f"고객 요청 {word} {spelled} 확인 부탁", spelled))
+        out.append((f"고객 요청 {_WORDS.get(kind, '메일')} {spelled} 확인 부탁", spelled))
+    more = random.Random(seed + 1)
+    numbers = [(kind, value) for kind, value in values if kind != "email"]
+    for kind, value in more.sample(numbers, min(len(numbers), n // 10)):
+        spelled = _in_pairs(value)
+        out.append((f"고객 요청 {_WORDS[kind]} {spelled} 확인 부탁", spelled))
+    cut = 0
+    for kind, value in numbers:
+        if cut >= n // 10:
+            break
+        spelled = _in_pieces(more, value)
+        if spelled is not None:
+            cut += 1
+            out.append((f"고객 요청 {_WORDS[kind]} {spelled} 확인 부탁", spelled))
     return out
 
 

@@ -126,6 +126,37 @@ HIDDEN = [
     # a comma at each pause, as speech-to-text writes it
     ("제 번호는 영일영, 팔육육오, 팔구사칠 입니다", "영일영, 팔육육오, 팔구사칠", "phone"),
     ("고객: 일사일공이일, 일일오이이오일", "일사일공이일, 일일오이이오일", "rrn"),
+    # double spaces inside a phone's layout (an exchange starting with 0: no phone, the same number)
+    ("016  030 6270", "016  030 6270", "account"),
+    ("연락처 016  030  6270로 연락", "016  030  6270", "account"),
+    ("016 030  6270", "016 030  6270", "account"),
+    ("010  1234  5678", "010  1234  5678", "phone"),
+    # spoken digits in pairs (and other groupings than the value's own)
+    ("공일 공일 이삼 사오 육칠 팔", "공일 공일 이삼 사오 육칠 팔", "phone"),
+    ("전화 공일 공일 이삼 사오 육칠 팔로 주세요", "공일 공일 이삼 사오 육칠 팔", "phone"),
+    ("영일 영일 이삼 사오 육칠 팔", "영일 영일 이삼 사오 육칠 팔", "phone"),
+    ("공일공 일이 삼사 오육 칠팔", "공일공 일이 삼사 오육 칠팔", "phone"),
+    ("주민번호 구공 공일 공일 일이 삼사 오육 칠", "구공 공일 공일 일이 삼사 오육 칠", "rrn"),
+    ("입금 계좌 일일 공일 이삼 사오 육칠 팔구", "일일 공일 이삼 사오 육칠 팔구", "account"),
+    # an RRN label names a front half split 4-2 (카카오뱅크's account layout otherwise)
+    ("주민번호 9001-01-1234567", "9001-01-1234567", "rrn"),
+    ("주민등록번호: 9001-01-1234567 입니다", "9001-01-1234567", "rrn"),
+    ("9001-01-1234567 (주민번호)", "9001-01-1234567", "rrn"),
+    ("RRN 9001-01-1234567", "9001-01-1234567", "rrn"),
+    ("외국인등록번호 9001-01-5234567", "9001-01-5234567", "frn"),
+    # values cut into pieces: quoted, barred, listed
+    ('전화 "010" "1234" "5678"', '010" "1234" "5678', "phone"),
+    ("연락처 010 | 1234 | 5678", "010 | 1234 | 5678", "phone"),
+    ("phone: ['010', '1234', '5678']", "010', '1234', '5678", "phone"),
+    ("['010','1234','5678']", "010','1234','5678", "phone"),
+    ("phone: 010, 1234, 5678", "010, 1234, 5678", "phone"),
+    ("tel '02' '123' '4567'", "02' '123' '4567", "phone"),
+    ("주민번호 900101, 1234567", "900101, 1234567", "rrn"),
+    ("계좌 110, 123, 456789", "110, 123, 456789", "account"),
+    ('입금 계좌 "6005" "7133" "0325"', '6005" "7133" "0325', "account"),
+    ("카드 '4111' '1111' '1111' '1111'", "4111' '1111' '1111' '1111", "card"),
+    ("card: 3782, 822463, 10005", "3782, 822463, 10005", "card"),
+    ("연락처 팔이 일공 이이 육이 구구 삼칠", "팔이 일공 이이 육이 구구 삼칠", "phone"),  # +82 10-2262-9937
     # English labels in Korean text naming spaced passports and licences
     ("제 passport: M 1234 5678 입니다", "M 1234 5678", "passport"),
     ("출국 전 Passport No. AB 1234567 확인", "AB 1234567", "passport"),
@@ -225,6 +256,19 @@ FALSE_POSITIVES = [
     "이사 일정은 오후 세 시",
     "사이사이 오이 이삼일 걸림",
     "3월 15일 오후 2시 방문 예정",
+    # pieces that are no value, or no value's pieces without a label
+    "10, 20, 30, 40",
+    "금액 12,000원, 5,000원, 3,000원",
+    "'2024', '01', '15'",
+    "점수 | 100 | 200 | 300",
+    "ID 1234 | 5678 | 9012",
+    "'02' '123' '4567'",
+    "900101, 1234567",
+    "110, 123, 456789",
+    "'4111' '1111' '1111' '1111'",
+    # spoken pairs too short or no value's layout
+    "일이 삼사 명",
+    "사오 개, 육칠 개",
     # codes with look-alike letters inside words
     "Hello 12345678 world",
     "IOIO-2024 model",
@@ -251,3 +295,16 @@ def test_a_date_split_front_half_does_not_take_a_bank_layout_or_a_glued_date() -
     assert spans("주민번호 평균 900101.1234567") == [("rrn", "900101.1234567")]  # an RRN word wins
     # A date with separators glued to a number is no front half.
     assert spans("24.01.151234567") == []
+
+
+def test_a_label_nearer_than_the_rrn_word_names_a_split_front_half() -> None:
+    # The nearer word names the number; without an RRN word it stays an account.
+    assert spans("주민번호 말고 계좌 9001-01-1234567") == [("account", "9001-01-1234567")]
+    assert spans("9001-01-1234567") == [("account", "9001-01-1234567")]
+
+
+def test_a_spoken_value_keeps_the_kind_its_layout_names() -> None:
+    # Joined, these 16 spoken digits pass Luhn; grouped as written they are an account.
+    assert spans("고객 요청 입금 계좌 五四二-六七二四-七八五四-七四 확인 부탁") == [
+        ("account", "五四二-六七二四-七八五四-七四")
+    ]

@@ -18,6 +18,7 @@ from governance.pii.masking import (
     MaskCounts,
     format_token,
     mask_any,
+    mask_rows,
     mask_string,
     normalised_value,
     replace_tokens,
@@ -172,3 +173,37 @@ def test_uuids_stay_whole_next_to_other_values(bits: int, before: str, upper: bo
     value = value.upper() if upper else value
     masked = mask_string(f"{before}{value} 처리", InMemoryVault())
     assert value in masked
+
+
+def test_a_value_cut_into_adjacent_cells_masks_every_piece() -> None:
+    vault = InMemoryVault()
+    counts = MaskCounts()
+    rows = [
+        ["홍길동", "010", "1234", "5678", 3],
+        ["주민번호", "900101", "1234567"],
+        ["연락처", "02", "123", "4567"],
+        ["계좌", "110", "123", "456789"],
+    ]
+    out = mask_rows(rows, column_kinds={}, column_origins={}, vault=vault, counts=counts)
+    phone = mask_string("010-1234-5678", vault)  # the same value in one cell: the same token
+    assert out[0] == ["홍길동", phone, phone, phone, 3]
+    assert out[1][0] == "주민번호" and out[1][1] == out[1][2] == format_token("rrn", 1)
+    assert out[2][1:] == [format_token("phone", 2)] * 3
+    assert out[3][1:] == [format_token("account", 1)] * 3
+    assert counts[("", "", "phone")] == 6 and counts[("", "", "rrn")] == 2
+    # A JSON list is cells too.
+    assert mask_any({"p": ["010", "1234", "5678"]}, vault) == {"p": [phone] * 3}
+
+
+def test_short_numbers_in_adjacent_cells_stay_without_a_value_layout() -> None:
+    vault = InMemoryVault()
+    rows = [["x", "10", "20", "30"], [2024, 1, 15], ["주문", "1234", "5678", "9012"], ["900101", "1234567"]]
+    assert mask_rows(rows, column_kinds={}, column_origins={}, vault=vault) == rows
+    assert mask_any(["02", "123", "4567"], vault) == ["02", "123", "4567"]  # no label, not a mobile
+
+
+def test_a_piece_masked_by_lineage_breaks_the_run() -> None:
+    vault = InMemoryVault()
+    out = mask_rows([["010", "1234", "5678"]], column_kinds={1: "name"}, column_origins={}, vault=vault)
+    assert out[0][1] == format_token("name", 1)
+    assert out[0][0] == "010" and out[0][2] == "5678"  # no longer adjacent pieces of one value

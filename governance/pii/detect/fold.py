@@ -20,7 +20,13 @@ After decoding, the text is folded with an offset map (governance.pii.detect
   separator becomes one space, the form the match stage reads with context
   rules (a spaced run is an account only next to an account word; as hyphens,
   ``15/01/2024 10:30`` would be a 4-group account). Parentheses stay as they
-  are: ``(02)123-4567``."""
+  are: ``(02)123-4567``;
+* joined (a third reading): in a run of number words (half its digits at
+  least), every separator goes. Speech is grouped by its pauses, not by the value's layout: a phone
+  read out in pairs (``공일 공일 이삼 사오 육칠 팔``) folds to groups no
+  format has, and only the bare digits (``01012345678``) read as the
+  phone. A bare run must then be a value whole (an account needs its word
+  as ever), so prose with a few number words stays prose (``사오 개``)."""
 
 from __future__ import annotations
 
@@ -60,14 +66,15 @@ _GROUPS = re.compile(rf"[0-9]+|[{re.escape(_SEPARATORS)},]+")
 _LINE_BREAKS = str.maketrans("", "", "\r\n")
 
 
-def fold(text: str, hyphens: bool = False) -> Mapped | None:
+def fold(text: str, hyphens: bool = False, joined: bool = False) -> Mapped | None:
     """The folded text with its offset map, or None when nothing folds.
 
     `hyphens`: odd separators without spaces become hyphens instead (a run
     with a space ends a value: ``010-1234-5678 12:30``, ``a / b``; dots stay
     as written: ``10.0.0.1``).
     The pipeline reads both forms: a layout that is an account by itself
-    (``011--016--7106``) needs hyphens; spaced groups need an account word."""
+    (``011--016--7106``) needs hyphens; spaced groups need an account word.
+    `joined`: only runs with number words fold, their separators dropped."""
     out = Builder()
     changed = False
     first = text.translate(NORMALISE)
@@ -78,13 +85,13 @@ def fold(text: str, hyphens: bool = False) -> Mapped | None:
         changed = True
     else:
         mapped = None
-    folded = _fold_runs(first, hyphens)
+    folded = _fold_runs(first, hyphens, joined)
     if folded is None:
         return mapped if changed else None
     return mapped.then(folded) if mapped is not None else folded
 
 
-def _fold_runs(text: str, hyphens: bool) -> Mapped | None:
+def _fold_runs(text: str, hyphens: bool, joined: bool = False) -> Mapped | None:
     out = Builder()
     pos = 0
     changed = False
@@ -94,7 +101,7 @@ def _fold_runs(text: str, hyphens: bool) -> Mapped | None:
     for m in _RUN.finditer(text):
         if opaque and any(s < m.end() and m.start() < e for s, e in opaque):
             continue
-        run = _fold_run(text, m.start(), m.end(), hyphens)
+        run = _fold_run(text, m.start(), m.end(), hyphens, joined)
         if run is None:
             continue
         out.copy(text, pos, m.start())
@@ -108,15 +115,18 @@ def _fold_runs(text: str, hyphens: bool) -> Mapped | None:
     return out.build()
 
 
-def _fold_run(text: str, start: int, end: int, hyphens: bool) -> list[tuple[str, int, int]] | None:
+def _fold_run(
+    text: str, start: int, end: int, hyphens: bool, joined: bool = False
+) -> list[tuple[str, int, int]] | None:
     """The pieces (replacement, source start, source end) of one run, or None to keep it."""
     chars: list[tuple[str, int]] = []  # (character, source offset), digits made ASCII
-    words = 0
+    words = spoken = 0
     for i in range(start, end):
         ch = text[i]
         if ch in _WORD_DIGITS:
             chars.append((_WORD_DIGITS[ch], i))
             words += 1
+            spoken += 1
         elif ch in _LOOKALIKES:
             chars.append((_LOOKALIKES[ch], i))
             words += 1
@@ -127,6 +137,23 @@ def _fold_run(text: str, start: int, end: int, hyphens: bool) -> list[tuple[str,
     n_digits = sum(len(g) for g in groups if g[0].isdigit())
     if n_digits < _MIN_DIGITS:
         return None
+    if joined:
+        if spoken * 2 < n_digits:
+            return None  # mostly digits (and look-alike letters): their layout stands as written
+        joined_pieces = []
+        k = seen = 0
+        for group in groups:
+            n = len(group)
+            if group[0].isdigit():
+                joined_pieces.extend((d, i, i + 1) for d, (_, i) in zip(group, chars[k : k + n], strict=True))
+                seen += n
+            else:  # a pause goes; parentheses stay, as in the other readings
+                kept = group if "(" in group or ")" in group else ""
+                if seen == 2 and digits[:2] == "82":
+                    kept = " "  # the country code stands apart: 팔이 일공 ... is +82 10-...
+                joined_pieces.append((kept, chars[k][1], chars[k + n - 1][1] + 1))
+            k += n
+        return joined_pieces
     separators = [g for g in groups if not g[0].isdigit() and "(" not in g and ")" not in g]
     uniform = all(len(s) == 1 and s in "-. " for s in separators) and len(set(separators)) <= 1
     if uniform and not words:

@@ -10,6 +10,8 @@
   ``M-12345678``, ``AB 1234567``, ``AB 123 4567``), the 2020 layout
   ``M123A4567``, and nine digits (the US layout), within 25 characters after a label (여권, passport, 旅券, 护照,
   pasaporte, passeport, reisepass) or 12 before one.
+* Values cut into pieces (see `pieces`): a phone, an RRN or a bank-layout
+  account whose groups are set apart by quotes, bars, commas or brackets.
 * Driver's licences with any separators (after folding, mixed ones are
   spaces): ``11 12 345678 90``, ``서울 12 345678 90``, within 25 characters after
   a licence label or 10 before one."""
@@ -18,6 +20,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+
+from governance.pii.detect.prefilter import _PIECE_SEP
+from governance.pii.kinds import PiiKind
+
+_PHONE, _RRN, _FRN, _ACCOUNT, _CARD = (
+    k.value for k in (PiiKind.PHONE, PiiKind.RRN, PiiKind.FOREIGNER_RN, PiiKind.ACCOUNT, PiiKind.CARD)
+)
 
 _RRN_WORDS = re.compile(r"주민|외국인\s*등록|rrn|resident", re.IGNORECASE)
 _YYMMDD = r"[0-9][0-9](?:0[1-9]|1[0-2])(?:0[1-9]|[12][0-9]|3[01])"
@@ -95,3 +104,60 @@ def _labelled(
             if gap <= 12 and ok(v.group(), gap):
                 spans.append(v.span())
     return spans
+
+
+# Values cut into pieces: digit groups set apart by quotes, bars, commas,
+# semicolons or brackets (prefilter._PIECE_SEP), as adjacent cells or list items read
+# out (전화 "010" "1234" "5678", 연락처 010 | 1234 | 5678, phone: ['010',
+# '1234', '5678'], 주민번호 900101, 1234567). The pieces must fall where the
+# value's own groups do: a phone's prefix, exchange and line, an RRN's
+# halves, an account's groups, a card's groups (and its Luhn digit). A
+# label of the kind must be near, except for a mobile number (01X, 3-4
+# digits, 4 digits): that layout is a phone's alone.
+_PIECES = re.compile(rf"(?<![0-9])[0-9]{{2,7}}(?:{_PIECE_SEP}[0-9]{{2,7}}){{1,3}}(?![0-9])")
+_PIECE_GROUP = re.compile(r"[0-9]+")
+_PHONE_PIECES = re.compile(r"0(?:1[016-9]|2|3[1-3]|4[1-4]|5[1-5]|6[1-4]|[678]0|50[0-9])", re.ASCII)
+_PHONE_LABEL = re.compile(r"전화|연락처|휴대|핸드폰|폰|phone|tel|mobile|cell|contact", re.IGNORECASE)
+_ACCOUNT_LABEL = re.compile(r"계좌|입금|송금|이체|통장|은행|뱅크|account|acct|bank", re.IGNORECASE)
+_FRONT_HALF, _BACK_HALF = re.compile(_YYMMDD), re.compile(_BACK)
+_CARD_LABEL = re.compile(r"카드|card|visa|master|amex", re.IGNORECASE)
+_CARD_LAYOUTS = {(4, 4, 4, 4), (4, 6, 5), (4, 6, 4)}
+
+
+def pieces(text: str) -> list[tuple[str, int, int]]:
+    """(kind id, start, end) of each value written in pieces, as above."""
+    found = []
+    for m in _PIECES.finditer(text):
+        groups = _PIECE_GROUP.findall(m.group())
+        kind = _piece_kind(groups, text, m.start(), m.end())
+        if kind is not None:
+            found.append((kind, m.start(), m.end()))
+    return found
+
+
+def _piece_kind(groups: list[str], text: str, start: int, end: int) -> str | None:
+    layout = tuple(map(len, groups))
+    before, after = text[max(0, start - 20) : start], text[end : end + 10]
+
+    def named(label: re.Pattern[str]) -> bool:
+        return label.search(before) is not None or label.search(after) is not None
+
+    if len(groups) == 3 and _PHONE_PIECES.fullmatch(groups[0]) and 3 <= layout[1] <= 4 and layout[2] == 4:
+        if groups[1][0] != "0" and (groups[0].startswith("01") or named(_PHONE_LABEL)):
+            return _PHONE
+    if layout == (6, 7) and _FRONT_HALF.fullmatch(groups[0]) and _BACK_HALF.fullmatch(groups[1]):
+        if named(_RRN_WORDS):
+            return _FRN if groups[1][0] in "5678" else _RRN
+    if 3 <= len(layout) <= 4 and 10 <= sum(layout) <= 14 and max(layout) <= 7 and named(_ACCOUNT_LABEL):
+        return _ACCOUNT  # an account's layout (rule (a) of the match stage) next to its word
+    if layout in _CARD_LAYOUTS and named(_CARD_LABEL) and _luhn_ok("".join(groups)):
+        return _CARD
+    return None
+
+
+def _luhn_ok(digits: str) -> bool:
+    total = 0
+    for i, ch in enumerate(reversed(digits)):
+        d = int(ch) * (2 if i % 2 else 1)
+        total += d - 9 if d > 9 else d
+    return total % 10 == 0

@@ -171,7 +171,7 @@ def _whole_region(text: str, start: int, end: int, ctx: _Context) -> _Candidate 
             if (
                 m is not None
                 and m.end() == end
-                and (hit := _rrn_candidate(m.group()))
+                and (hit := _rrn_candidate(m.group(), ctx, start))
                 and not _reads_as_decimal(ctx, start, end)
             ):
                 return hit[0], start, end, hit[1]
@@ -195,7 +195,7 @@ def _scan_region(text: str, lo: int, hi: int, out: list[_Candidate], ctx: _Conte
         start = m.start()
         rrn, card, phone, chain, spaced = m.group("rrn", "card", "phone", "chain", "spaced")
         taken = start  # end of the longest candidate found at this start
-        if rrn and (hit := _rrn_candidate(rrn)) and not _reads_as_decimal(ctx, start, start + len(rrn)):
+        if rrn and (hit := _rrn_candidate(rrn, ctx, start)) and not _reads_as_decimal(ctx, start, start + len(rrn)):
             taken = start + len(rrn)
             out.append((hit[0], start, taken, hit[1]))
         if card:

@@ -11,7 +11,7 @@
    then hands the text to `_hinted` instead. Text without a hint costs no
    second pass (bench/mask.py counts the cells that take the slow path).
 3. `_hinted` decodes the text (governance.pii.detect.decode), folds it
-   (governance.pii.detect.fold, as spaces and as hyphens) with an offset map,
+   (governance.pii.detect.fold, as spaces, as hyphens and spoken digits joined) with an offset map,
    matches again, and runs the finders that need the folded form
    (governance.pii.detect.obfuscated, governance.pii.detect.labels); base64
    and JWT segments are decoded and scanned with the words around them, a
@@ -38,6 +38,9 @@ _LICENCE = PiiKind.DRIVER_LICENSE.value
 _MAX_DEPTH = 2  # base64 inside base64 inside the text, no deeper
 _CONTEXT_BEFORE, _CONTEXT_AFTER = 24, 12  # as far as the match stage looks for context words
 _SEVERITY_RANK = {kind: rank for rank, kind in enumerate(SEVERITY)}
+# The fold's readings (hyphens, joined): odd separators as spaces, as
+# hyphens, and runs of number words with their pauses dropped.
+_READINGS = ((False, False), (True, False), (False, True))
 
 # --- the pipeline ------------------------------------------------------------
 
@@ -45,18 +48,28 @@ _SEVERITY_RANK = {kind: rank for rank, kind in enumerate(SEVERITY)}
 def _hinted(text: str, depth: int = 0) -> list[_Candidate]:
     """The match stage saw a hint of a hidden value: the normalised match, and the pipeline."""
     found = match.detect_normalised(text)
-    extra = _deep(text, depth)
+    extra, joined = _deep(text, depth)
+    if joined:
+        # The joined reading only adds: where another reading found a value
+        # its layout names the kind (a spoken account that happens to pass
+        # Luhn as 16 bare digits stays an account).
+        taken = found + extra
+        extra.extend(c for c in joined if not any(t[1] < c[2] and c[1] < t[2] for t in taken))
     return _merge(found, extra) if extra else found
 
 
-def _deep(text: str, depth: int) -> list[_Candidate]:
+def _deep(text: str, depth: int) -> tuple[list[_Candidate], list[_Candidate]]:
+    """What the readings of the decoded, folded text find: (the others', the joined reading's)."""
     decoded = decode(text)
     base = decoded.text if decoded is not None else text
     found: list[_Candidate] = []
+    joined_found: list[_Candidate] = []
     scanned: set[str] = set()
     folded_any = False
-    for hyphens in (False, True):
-        folded = fold(base, hyphens)
+    for hyphens, joined in _READINGS:
+        if joined and not folded_any:
+            continue  # no run folded as spaces: none has number words to join
+        folded = fold(base, hyphens, joined)
         folded_any = folded_any or folded is not None
         mapped = _compose(decoded, folded)
         scan = mapped.text if mapped is not None else text
@@ -66,15 +79,16 @@ def _deep(text: str, depth: int) -> list[_Candidate]:
         here: list[_Candidate] = []
         if mapped is not None:
             here.extend(match.detect_spans(scan))
-        if not hyphens:
+        if not hyphens and not joined:
             if obfuscated.could_hold(scan.lower()):
                 here.extend((_EMAIL, s, e, 0.9) for s, e in obfuscated.find(scan))
             here.extend((_RRN, s, e, 0.8) for s, e in labels.rrn_halves(scan))
             here.extend((_PASSPORT, s, e, 0.8) for s, e in labels.passports(scan))
             here.extend((_LICENCE, s, e, 0.8) for s, e in labels.licences(scan))
+            here.extend((kind, s, e, 0.8) for kind, s, e in labels.pieces(scan))
         if mapped is not None:
             here = [(kind, *mapped.source_span(s, e), conf) for kind, s, e, conf in here]
-        found.extend(here)
+        (joined_found if joined else found).extend(here)
     if folded_any:
         # A passport's letter may be a look-alike (I 1234 5678): the folded
         # text reads it as a digit, the decoded one as written.
@@ -82,7 +96,7 @@ def _deep(text: str, depth: int) -> list[_Candidate]:
             found.append((_PASSPORT, *(decoded.source_span(s, e) if decoded is not None else (s, e)), 0.8))
     if depth < _MAX_DEPTH:
         found.extend(_encoded(base, decoded, depth))
-    return found
+    return found, joined_found
 
 
 def _compose(decoded: Mapped | None, folded: Mapped | None) -> Mapped | None:
@@ -150,6 +164,11 @@ def _union(candidates: list[_Candidate]) -> list[_Candidate]:
             continue
         merged.append([kind, start, end, conf, end - start])
     return [(kind, start, end, conf) for kind, start, end, conf, _ in merged]
+
+
+# What the match stage hands a hinted text to (governance.pii.masking calls
+# match.detect_spans(text, HINTED_READER) itself, as detect_spans does).
+HINTED_READER = _hinted
 
 
 def detect_spans(text: str, _match: Callable = match.detect_spans, _reader: Callable = _hinted) -> list[_Candidate]:

@@ -286,12 +286,18 @@ def _overlaps(runs: list[tuple[int, int]], start: int, end: int) -> bool:
 
 # 4-2-7 joined by hyphens is 카카오뱅크's account layout, and a front half
 # split YYMM-DD reads the same: the account rules judge it (a dotted 9001.01-
-# or spaced split stays an RRN).
+# or spaced split stays an RRN), unless an RRN word names it (주민번호
+# 9001-01-1234567) and no account word stands nearer.
 _KAKAO_LAYOUT = re.compile(r"[0-9]{4}[ \t]?-[ \t]?[0-9]{2}[ \t]?-[ \t]?[0-9]{7}", re.ASCII)
 
 
-def _rrn_candidate(value: str) -> tuple[str, float] | None:
-    if len(value) > 14 and value[4] in "- \t" and _KAKAO_LAYOUT.fullmatch(value):
+def _rrn_candidate(value: str, ctx: _Context | None = None, start: int = 0) -> tuple[str, float] | None:
+    if (
+        len(value) > 14
+        and value[4] in "- \t"
+        and _KAKAO_LAYOUT.fullmatch(value)
+        and not (ctx is not None and _rrn_named(ctx, start, start + len(value)))
+    ):
         return None
     digits = value.replace("-", "").replace(" ", "")
     if not digits.isdigit():
@@ -315,6 +321,15 @@ _DECIMAL_BEFORE = re.compile(
     r"|[-+−]\Z"
 )
 _RRN_WORDS = _label("주민|외국인|rrn|resident|생년월일")
+
+
+def _rrn_named(ctx: _Context, start: int, end: int) -> bool:
+    """An RRN word near the number, and no account word nearer (a tie is the RRN's: the graver kind)."""
+    if not _near(_RRN_WORDS, ctx, start, end, 20, 10):
+        return False
+    rrn_gap = _gap(_RRN_WORDS, ctx[0], start, end, 20, 10)
+    account_gap = _gap(_ACCOUNT_CONTEXT, ctx[0], start, end, 20, 10)
+    return rrn_gap is not None and (account_gap is None or rrn_gap <= account_gap)
 
 
 def _reads_as_decimal(ctx: _Context, start: int, end: int) -> bool:
