@@ -9,6 +9,8 @@ here (`advance`), which records the node's output as the model saw it
 (masked), then starts the next node as the person the run acts for, after
 checking again that this person may still run it. `advance` locks the run:
 a duplicate signal, the sweep and a worker racing it start nothing twice.
+While a node's turn waits for an approval, chat.turns.lifecycle.run_wait_changed
+moves the run's status with it (`wait_changed`), whoever decided and wherever.
 """
 
 from __future__ import annotations
@@ -113,6 +115,46 @@ def _advance(run: PlaybookRun) -> int | None:
     return turn.pk
 
 
+def wait_changed(run_id: int, turn_id: int, *, waiting: bool) -> None:
+    """The current node's turn started or stopped waiting for its person's
+    approval (chat.turns.lifecycle.run_wait_changed, after commit): the run
+    and its step say so at once, and the page is woken. Only the status
+    moves: the step's turn goes on (or ends, and `run_ended` brings the run
+    to `advance`), so nothing is started here. A signal for a turn that is
+    no longer the run's current step, or that arrives after the run moved on
+    or ended, changes nothing."""
+    with transaction.atomic():
+        run = (
+            PlaybookRun.objects.select_for_update(of=("self",))
+            .select_related("playbook", "actor")
+            .filter(pk=run_id)
+            .first()
+        )
+        if run is None or run.status not in ACTIVE_RUN_STATUSES:
+            return
+        node_run = NodeRun.objects.filter(run=run, index=run.current_node, turn_id=turn_id).first()
+        if node_run is None:
+            return
+        language = language_from(stored=user_language(user=run.actor), fallback=settings.LANGUAGE_CODE)
+        with translation.override(language):
+            if _mark_waiting(run, node_run, waiting=waiting):
+                live.publish_changed(run)
+
+
+def _mark_waiting(run: PlaybookRun, node_run: NodeRun, *, waiting: bool) -> bool:
+    """The run and its current step wait for an approval, or run again after
+    it; whether anything changed. Its person is told once per wait."""
+    if waiting == (run.status == RunStatus.WAITING_APPROVAL):
+        return False
+    status = RunStatus.WAITING_APPROVAL if waiting else RunStatus.RUNNING
+    run.status = node_run.status = status
+    run.save(update_fields=["status"])
+    node_run.save(update_fields=["status"])
+    if waiting:
+        notices.notify(run, notices.WAITING)
+    return True
+
+
 def _settle_node(run: PlaybookRun, node_run: NodeRun) -> bool:
     """The current node's turn as it stands: True when it completed and the
     run moved on to the next node."""
@@ -121,17 +163,10 @@ def _settle_node(run: PlaybookRun, node_run: NodeRun) -> bool:
         _fail(run, node_run, _("The step's run is gone."))
         return False
     if turn.status == TurnStatus.WAITING_APPROVAL:
-        if run.status != RunStatus.WAITING_APPROVAL:
-            run.status = RunStatus.WAITING_APPROVAL
-            run.save(update_fields=["status"])
-            node_run.status = RunStatus.WAITING_APPROVAL
-            node_run.save(update_fields=["status"])
-            notices.notify(run, notices.WAITING)
+        _mark_waiting(run, node_run, waiting=True)
         return False
     if turn.status in (TurnStatus.QUEUED, TurnStatus.RUNNING):
-        if run.status == RunStatus.WAITING_APPROVAL:
-            run.status = RunStatus.RUNNING  # decided: the turn goes on
-            run.save(update_fields=["status"])
+        _mark_waiting(run, node_run, waiting=False)  # decided: the turn goes on
         return False
     if turn.status == TurnStatus.CANCELLED:
         node_run.status, node_run.finished_at = RunStatus.CANCELLED, timezone.now()

@@ -9,8 +9,8 @@ Two kinds of frame, both of ids, names and states only (never an input or
 an output, though those are stored masked):
 
 * `run.changed` — published after commit by `publish_changed`, called where
-  a run's state changes (engine.advance, runs.playbook_run_stop) on the
-  run's group;
+  a run's state changes (engine.advance, engine.wait_changed: an approval
+  asked for or decided, runs.playbook_run_stop) on the run's group;
 * the node's turn events, which the run core publishes on the run's
   conversation's group: the socket relays a few of them, cut down by
   `step_frame` (which tool a step is calling and how that call ended), so

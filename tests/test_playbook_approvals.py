@@ -204,3 +204,108 @@ def test_only_the_owner_or_an_admin_pre_approves(world, django_user_model):
     with pytest.raises(PlaybookError):
         grant(world, actor=other)
     assert not events_of("playbook_pre_approval")
+
+
+# --- The run follows the decision at once ------------------------------------------------
+#
+# Without the run core telling the playbook when its step's turn stops
+# waiting, the run stayed `waiting_approval` (in the database and on its live
+# page) until the step ended. The decision's task is held here (world.handed):
+# what these tests see is the decision alone, not the step's end.
+
+
+def waiting_run(world) -> tuple[PlaybookRun, Turn, ToolApproval]:
+    run = start(world)
+    assert run.status == RunStatus.WAITING_APPROVAL
+    turn = Turn.objects.get(pk=NodeRun.objects.get(run=run).turn_id)
+    return run, turn, ToolApproval.objects.get(turn=turn, status=ApprovalStatus.PENDING)
+
+
+@pytest.mark.parametrize("decision", ["approve", "deny"])
+def test_a_decision_moves_the_run_out_of_waiting_at_once(world, decision):
+    run, turn, approval = waiting_run(world)
+    tool_approval_decide(approval_id=approval.pk, decision=decision, actor=world.owner)
+    assert world.handed == [turn.pk]  # the step's turn has not run again yet
+    run.refresh_from_db()
+    assert run.status == RunStatus.RUNNING
+    assert NodeRun.objects.get(run=run).status == RunStatus.RUNNING
+    turn_run(turn_id=turn.pk)
+    run.refresh_from_db()
+    # Approved, the call ran; denied, the tool step failed with the person's reason.
+    assert run.status == (RunStatus.COMPLETED if decision == "approve" else RunStatus.FAILED), run.error
+    assert run.notifications.filter(kind="waiting_approval").count() == 1  # told once, when it began waiting
+
+
+def test_an_expiry_moves_the_run_out_of_waiting_at_once(world):
+    run, turn, _approval = waiting_run(world)
+    assert tool_approvals_expire(now=timezone.now() + timedelta(days=1)) == 1
+    run.refresh_from_db()
+    assert run.status == RunStatus.RUNNING and world.handed == [turn.pk]
+
+
+def test_a_stop_of_the_waiting_step_ends_the_run(world):
+    from chat.models import Conversation
+    from chat.turns.cancel import turn_cancel
+
+    run, turn, approval = waiting_run(world)
+    conversation = Conversation.objects.get(pk=run.conversation_id)
+    assert turn_cancel(conversation=conversation, actor=world.owner) == "cancelled"
+    run.refresh_from_db()
+    assert run.status == RunStatus.CANCELLED
+    approval.refresh_from_db()
+    assert approval.status == ApprovalStatus.DENIED and world.handed == []
+
+
+def test_a_late_wait_signal_changes_nothing(world):
+    """A signal for a turn that is not the run's current step (a duplicate,
+    a late one after the run moved on) leaves the run as it is."""
+    from playbooks.engine import wait_changed
+
+    run, turn, _approval = waiting_run(world)
+    wait_changed(run.pk, turn.pk + 1000, waiting=False)
+    run.refresh_from_db()
+    assert run.status == RunStatus.WAITING_APPROVAL
+    PlaybookRun.objects.filter(pk=run.pk).update(status=RunStatus.CANCELLED)
+    wait_changed(run.pk, turn.pk, waiting=False)
+    assert PlaybookRun.objects.get(pk=run.pk).status == RunStatus.CANCELLED
+
+
+def run_changed_after(world, run: PlaybookRun, act) -> tuple[dict, dict]:
+    """The run page's socket: the state it is sent on connect, and the first
+    `run.changed` after `act` (the step's relayed turn events come too)."""
+    from asgiref.sync import async_to_sync
+    from channels.db import database_sync_to_async
+
+    from tests.test_playbook_live import communicator, session_cookie
+
+    cookie = session_cookie(world.owner)
+
+    async def scenario():
+        comm = communicator(run.pk, cookie=cookie)
+        assert (await comm.connect())[0]
+        first = json.loads(await comm.receive_from(timeout=5))
+        await database_sync_to_async(act)()
+        while True:
+            frame = json.loads(await comm.receive_from(timeout=5))
+            if frame["type"] == "run.changed":
+                await comm.disconnect()
+                return first, frame
+
+    return async_to_sync(scenario)()
+
+
+def test_the_run_page_hears_of_the_decision(world):
+    run, _turn, approval = waiting_run(world)
+    first, changed = run_changed_after(
+        world, run, lambda: tool_approval_decide(approval_id=approval.pk, decision="approve", actor=world.owner)
+    )
+    assert first == {"type": "run.changed", "run_id": run.pk, "status": "waiting_approval", "node": 0}
+    assert changed == {"type": "run.changed", "run_id": run.pk, "status": "running", "node": 0}
+
+
+def test_the_run_page_hears_of_the_expiry(world):
+    run, _turn, _approval = waiting_run(world)
+    _first, changed = run_changed_after(
+        world, run, lambda: tool_approvals_expire(now=timezone.now() + timedelta(days=1))
+    )
+    assert changed == {"type": "run.changed", "run_id": run.pk, "status": "running", "node": 0}

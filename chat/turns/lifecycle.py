@@ -37,17 +37,30 @@ RUNNING = (TurnStatus.RUNNING,)
 # goes on after a run (the next step of a playbook run) listens for its own
 # name. Receivers must not raise into the run core: errors are logged.
 run_ended = Signal()
+# Sent after commit when a run starts waiting for a person's approval
+# (`waiting=True`) and when it stops waiting because the approval was decided
+# or expired and the run is queued again (`waiting=False`), with `turn_id`,
+# `origin` and `origin_ref`: an origin that shows its runs' state elsewhere
+# (a playbook run's page) follows the wait without polling the turn. A Stop
+# of a waiting run ends it: that is `run_ended`. Receivers must not raise
+# into the run core: errors are logged.
+run_wait_changed = Signal()
+
+
+def _send_after_commit(signal: Signal, name: str, turn: Turn, **fields) -> None:
+    # The turn's fields are read now: the caller may change the instance later.
+    sent = {"turn_id": turn.pk, "origin": turn.origin, "origin_ref": turn.origin_ref, **fields}
+
+    def send() -> None:
+        for receiver, result in signal.send_robust(sender=Turn, **sent):
+            if isinstance(result, Exception):
+                logger.error("%s receiver %r failed for turn %s: %r", name, receiver, sent["turn_id"], result)
+
+    transaction.on_commit(send)
 
 
 def _ended(turn: Turn, status: str) -> None:
-    def send() -> None:
-        for receiver, result in run_ended.send_robust(
-            sender=Turn, turn_id=turn.pk, origin=turn.origin, origin_ref=turn.origin_ref, status=status
-        ):
-            if isinstance(result, Exception):
-                logger.error("run_ended receiver %r failed for turn %s: %r", receiver, turn.pk, result)
-
-    transaction.on_commit(send)
+    _send_after_commit(run_ended, "run_ended", turn, status=status)
 
 
 def emitter_for(turn: Turn) -> TurnEmitter:
@@ -188,6 +201,7 @@ def wait_for_approval(turn: Turn, emit: TurnEmitter, *, loop_state: dict, reques
     if stored is None:
         return False
     turn.status = TurnStatus.WAITING_APPROVAL
+    _send_after_commit(run_wait_changed, "run_wait_changed", turn, waiting=True)
     return True
 
 
@@ -219,7 +233,9 @@ def requeue_decided(turn: Turn, decided: dict) -> bool:
     """waiting_approval -> queued after the decision (or the expiry), with the
     `approval.decided` event; inside the caller's transaction. A turn failed
     meanwhile stays failed (False). The caller hands it to a worker after
-    commit (chat.turns.dispatch.resume_soon)."""
+    commit (chat.turns.dispatch.resume_soon); `run_wait_changed` is sent
+    before that hand-over (registered first), so the origin sees the run go
+    on before its next step can end it."""
     stored = journal.append(
         turn_id=turn.pk,
         group=turn.conversation.group_name,
@@ -227,7 +243,10 @@ def requeue_decided(turn: Turn, decided: dict) -> bool:
         when=(TurnStatus.WAITING_APPROVAL,),
         changes={"status": TurnStatus.QUEUED, "queued_at": timezone.now(), "requeued_at": None},
     )
-    return stored is not None
+    if stored is None:
+        return False
+    _send_after_commit(run_wait_changed, "run_wait_changed", turn, waiting=False)
+    return True
 
 
 def cancel_queued(turn: Turn) -> bool:
