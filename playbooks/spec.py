@@ -115,6 +115,12 @@ def check_nodes(nodes: Any, parameters: list[dict]) -> list[dict]:
     if not isinstance(nodes, list) or not nodes or len(nodes) > MAX_NODES:
         raise SpecError(_("A playbook needs 1 to %(max)d steps.") % {"max": MAX_NODES})
     known = {p["name"] for p in parameters}
+    # Each step's key by position, to name the step a template refers to
+    # when it comes later (the editor reorders steps; a moved step may now
+    # come before the output it uses, which does not exist when it runs).
+    positions = {
+        str(node.get("key") or f"step{index + 1}"): index for index, node in enumerate(nodes) if isinstance(node, dict)
+    }
     out = []
     for index, node in enumerate(nodes):
         if not isinstance(node, dict) or node.get("kind") not in NODE_KINDS:
@@ -126,7 +132,7 @@ def check_nodes(nodes: Any, parameters: list[dict]) -> list[dict]:
             prompt = str(node.get("prompt") or "").strip()
             if not prompt or len(prompt) > MAX_TEXT:
                 raise SpecError(_("Step %(n)d needs a prompt.") % {"n": index + 1})
-            _check_template(prompt, known, index)
+            _check_template(prompt, known, index, positions)
             out.append({"key": key, "kind": "agent", "prompt": prompt})
         else:
             tool = str(node.get("tool") or "").strip()
@@ -134,17 +140,25 @@ def check_nodes(nodes: Any, parameters: list[dict]) -> list[dict]:
             if not tool or arguments is None:
                 raise SpecError(_("Step %(n)d needs a tool and its arguments.") % {"n": index + 1})
             for text in _strings(arguments):
-                _check_template(text, known, index)
+                _check_template(text, known, index, positions)
             out.append({"key": key, "kind": "tool", "tool": tool, "arguments": arguments})
         known.add(key)
     return out
 
 
-def _check_template(text: str, known: set[str], index: int) -> None:
+def _check_template(text: str, known: set[str], index: int, positions: dict[str, int]) -> None:
     template = Template(text)
     if not template.is_valid():
         raise SpecError(_("Step %(n)d has a malformed $ placeholder (write $$ for a dollar sign).") % {"n": index + 1})
     missing = [name for name in template.get_identifiers() if name not in known]
+    if missing and positions.get(missing[0], -1) > index:
+        raise SpecError(
+            _(
+                "Step %(n)d uses the output of step %(later)d (%(name)s), which runs only after it:"
+                " a step can use the outputs of the steps above it."
+            )
+            % {"n": index + 1, "later": positions[missing[0]] + 1, "name": missing[0]}
+        )
     if missing:
         raise SpecError(
             _("Step %(n)d refers to %(name)s, which is not a parameter or an earlier step.")

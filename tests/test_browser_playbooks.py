@@ -8,7 +8,9 @@ update after the first read comes from a frame), the run detail shows the
 masked output as token chips; a reveal without the
 permission shows the refusal and writes no reveal, with it the value shows
 and exactly one reveal event names the run's conversation. A run whose
-step is refused fails on the page, live, with the step's value-free reason."""
+step is refused fails on the page, live, with the step's value-free reason.
+The editor's steps are reordered from the keyboard and saved; a step moved
+above the output it uses is refused on save."""
 
 from __future__ import annotations
 
@@ -243,3 +245,66 @@ def test_a_refused_step_fails_the_run_live_with_a_value_free_reason(chat_env, pa
     page.reload()
     page.wait_for_selector("#run-status[data-status=failed]")
     assert page.inner_text("#run-reason") == reason
+
+
+def editor_keys(page) -> list[str]:
+    return page.eval_on_selector_all("#editor .pb-node-edit [data-field=key]", "boxes => boxes.map(b => b.value)")
+
+
+def test_steps_are_reordered_with_the_keyboard_saved_and_a_later_reference_refused(chat_env, pages):
+    playbook = playbook_create(
+        owner=chat_env.alice,
+        name="순서 바꾸기",
+        model=chat_env.models["inhouse-model"],
+        parameters=[],
+        nodes=[
+            {"key": "greet", "kind": "agent", "prompt": "인사해 주세요"},
+            {"key": "names", "kind": "agent", "prompt": "고객 이름 목록"},
+            {"key": "summary", "kind": "agent", "prompt": "요약: $names"},
+        ],
+        actor=chat_env.alice,
+    )
+    page = pages.open(chat_env.alice)
+    page.goto(chat_env.url(f"/playbooks/{playbook.pk}/"))
+    page.wait_for_selector("#editor .pb-node-edit")
+    rows = page.locator("#editor .pb-node-edit")
+    first_down = rows.nth(0).locator("[data-move=down]")
+    # Real buttons with translated names that say which step they move;
+    # the moves that cannot be made are disabled.
+    assert first_down.evaluate("b => b.tagName") == "BUTTON" and first_down.get_attribute("type") == "button"
+    assert first_down.inner_text() == "아래로" and first_down.get_attribute("aria-label") == "1단계를 아래로 옮기기"
+    assert rows.nth(0).locator("[data-move=up]").is_disabled()
+    assert rows.nth(2).locator("[data-move=down]").is_disabled()
+    assert rows.nth(2).locator(".pb-step-number").inner_text() == "3단계"
+
+    # The keyboard alone: the focus stays with the moved step's button.
+    first_down.focus()
+    page.keyboard.press("Enter")
+    assert editor_keys(page) == ["names", "greet", "summary"]
+    focused = "() => document.activeElement.closest('.pb-node-edit').querySelector('[data-field=key]').value"
+    assert page.evaluate(focused) == "greet"
+    assert page.evaluate("() => document.activeElement.dataset.move") == "down"
+    page.keyboard.press("Space")
+    assert editor_keys(page) == ["names", "summary", "greet"]
+    # At the bottom its down button is disabled: the focus went to its up button.
+    assert page.evaluate(focused) == "greet" and page.evaluate("() => document.activeElement.dataset.move") == "up"
+    assert page.inner_text("#editor-note") == "greet 단계가 이제 3단계입니다."
+    assert rows.nth(2).locator("[data-move=up]").get_attribute("aria-label") == "3단계를 위로 옮기기"
+
+    with page.expect_navigation():
+        page.click("#editor-save")
+    page.wait_for_selector("#editor .pb-node-edit")
+    assert editor_keys(page) == ["names", "summary", "greet"]  # after the reload: as saved
+    playbook.refresh_from_db()
+    assert [n["key"] for n in playbook.nodes] == ["names", "summary", "greet"]
+    assert playbook.nodes[1]["prompt"] == "요약: $names"  # the steps moved whole
+
+    # The summary moved above the step whose output it uses: refused on
+    # save with the service's words, nothing stored.
+    page.locator("#editor .pb-node-edit").nth(1).locator("[data-move=up]").click()
+    assert editor_keys(page) == ["summary", "names", "greet"]
+    page.click("#editor-save")
+    page.wait_for_selector("#editor-error:not([hidden])")
+    assert "1단계가 2단계(names)의 출력을 쓰지만" in page.inner_text("#editor-error")
+    playbook.refresh_from_db()
+    assert [n["key"] for n in playbook.nodes] == ["names", "summary", "greet"]

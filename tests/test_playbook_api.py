@@ -85,3 +85,36 @@ def test_create_edit_and_parameter_errors_in_the_persons_language(personas, inst
     )
     assert renamed.json()["name"] == "All names"
     assert AuditEvent.objects.filter(kind="playbook_updated").count() == 1
+
+
+def test_reordered_steps_that_use_a_later_output_are_refused_on_save(personas, install_models):
+    """What the editor's move buttons send: the same steps in a new order.
+    A step moved above the step whose output it uses would run before that
+    output exists: the save is refused naming both steps, nothing changes;
+    the order that keeps every reference earlier is saved as sent."""
+    from playbooks.models import Playbook
+
+    staff = client_of(personas.staff)
+    summary = {"key": "summary", "kind": "agent", "prompt": "Summarise: $names"}
+    first = {"key": "first", "kind": "agent", "prompt": "Say hello"}
+    body = {"name": "Names", "model": install_models.pk, "parameters": [{"name": "sql", "kind": "text"}]}
+    created = staff.post(
+        reverse("playbooks:playbooks"), {**body, "nodes": [first, NODE, summary]}, content_type="application/json"
+    )
+    assert created.status_code == 201, created.content
+    url = reverse("playbooks:detail", args=[created.json()["id"]])
+
+    for language, words in (
+        ("en", "Step 2 uses the output of step 3 (names), which runs only after it"),
+        ("ko", "2단계가 3단계(names)의 출력을 쓰지만, 그 단계는 뒤에 실행됩니다."),
+    ):
+        moved_up = staff.patch(
+            url, {"nodes": [first, summary, NODE]}, content_type="application/json", HTTP_ACCEPT_LANGUAGE=language
+        )
+        assert moved_up.status_code == 400 and words in moved_up.json()["detail"], moved_up.content
+    assert [n["key"] for n in Playbook.objects.get().nodes] == ["first", "names", "summary"]
+
+    reordered = staff.patch(url, {"nodes": [NODE, first, summary]}, content_type="application/json")
+    assert reordered.status_code == 200, reordered.content
+    assert [n["key"] for n in Playbook.objects.get().nodes] == ["names", "first", "summary"]
+    assert AuditEvent.objects.filter(kind="playbook_updated").count() == 1  # the refused saves changed nothing

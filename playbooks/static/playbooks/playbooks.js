@@ -1,8 +1,9 @@
 /* The playbook pages' script (their CSP allows no inline script).
  *
  * Editor (playbook page, owner only): the parameters and steps as rows,
- * saved through the playbooks API (PATCH); the service checks them and its
- * reason is shown as it words it.
+ * steps reordered with their move up / move down buttons, saved through the
+ * playbooks API (PATCH); the service checks them (a step may use only the
+ * outputs of the steps above it) and its reason is shown as it words it.
  *
  * Run page: the run's steps followed live: the run's websocket says when the
  * run changed and the page reads it from the run API (the database is the
@@ -82,6 +83,8 @@
     }
     model.id = "editor-model";
     root.appendChild(field(T.model, model));
+    const error = $("editor-error");
+    const note = $("editor-note"); // role=status: a move is announced there
     const params = el("fieldset");
     params.appendChild(el("legend", "", T.parametersTitle));
     const nodes = el("fieldset");
@@ -113,7 +116,8 @@
     function nodeRow(n) {
       const row = el("div", "pb-row pb-node-edit");
       row.dataset.kind = n.kind;
-      row.appendChild(field(T.key, input(n.key, "key")));
+      // The step's number, as the service's reasons name it ("Step 2 …").
+      row.append(el("span", "pb-step-number"), field(T.key, input(n.key, "key")));
       if (n.kind === "agent") {
         const prompt = el("textarea");
         prompt.rows = 3;
@@ -135,15 +139,60 @@
         args.value = JSON.stringify(n.arguments || {});
         row.append(field(T.tool, tool), field(T.arguments, args, "pb-grow"));
       }
-      row.appendChild(removeButton(row));
+      row.append(moveButton(row, "up"), moveButton(row, "down"), removeButton(row, numberSteps));
       return row;
     }
 
-    function removeButton(row) {
+    function removeButton(row, then) {
       const button = el("button", "icon", T.remove);
       button.type = "button";
-      button.addEventListener("click", () => row.remove());
+      button.dataset.remove = "1";
+      button.addEventListener("click", () => {
+        row.remove();
+        if (then) then();
+      });
       return button;
+    }
+
+    function moveButton(row, direction) {
+      const button = el("button", "icon pb-move", direction === "up" ? T.moveUp : T.moveDown);
+      button.type = "button";
+      button.dataset.move = direction;
+      button.addEventListener("click", () => moveStep(row, direction));
+      return button;
+    }
+
+    function moveStep(row, direction) {
+      const other = direction === "up" ? row.previousElementSibling : row.nextElementSibling;
+      if (!other) return;
+      if (direction === "up") other.before(row);
+      else other.after(row);
+      numberSteps();
+      // Moving the row took the focus from the pressed button: give it back,
+      // so the keyboard can go on moving the same step (at an edge, where
+      // that button is now disabled, to the row's other one).
+      const buttons = [`[data-move="${direction}"]`, "[data-move]", "[data-remove]"].map((q) => row.querySelector(q));
+      const target = buttons.find((b) => b && !b.disabled);
+      if (target) target.focus();
+      const key = value(row, "key").value.trim();
+      note.textContent = fmt(T.moved, { key: key || "-", n: [...nodeRows.children].indexOf(row) + 1 });
+    }
+
+    // Each step's number, its buttons' names (a screen reader hears which
+    // step a button moves) and the moves that cannot be made disabled.
+    function numberSteps() {
+      const rows = [...nodeRows.children];
+      rows.forEach((row, index) => {
+        const n = index + 1;
+        row.querySelector(".pb-step-number").textContent = fmt(T.stepNumber, { n });
+        const up = row.querySelector('[data-move="up"]');
+        const down = row.querySelector('[data-move="down"]');
+        up.disabled = index === 0;
+        down.disabled = index === rows.length - 1;
+        up.setAttribute("aria-label", fmt(T.moveUpLabel, { n }));
+        down.setAttribute("aria-label", fmt(T.moveDownLabel, { n }));
+        row.querySelector("[data-remove]").setAttribute("aria-label", fmt(T.removeStep, { n }));
+      });
     }
 
     function addButton(text, onClick) {
@@ -157,12 +206,18 @@
     for (const p of config.parameters) paramRows.appendChild(parameterRow(p));
     params.append(paramRows, addButton(T.addParameter, () => paramRows.appendChild(parameterRow({ kind: "text" }))));
     const nodeRows = el("div");
+    nodeRows.className = "pb-node-rows";
     for (const n of config.nodes) nodeRows.appendChild(nodeRow(n));
+    const addStep = (n) => {
+      nodeRows.appendChild(nodeRow(n));
+      numberSteps();
+    };
     nodes.append(
       nodeRows,
-      addButton(T.addAgent, () => nodeRows.appendChild(nodeRow({ kind: "agent" }))),
-      addButton(T.addTool, () => nodeRows.appendChild(nodeRow({ kind: "tool", arguments: {} }))),
+      addButton(T.addAgent, () => addStep({ kind: "agent" })),
+      addButton(T.addTool, () => addStep({ kind: "tool", arguments: {} })),
     );
+    numberSteps();
 
     const value = (row, name) => row.querySelector(`[data-field="${name}"]`);
 
@@ -193,8 +248,6 @@
       return { model: Number(model.value), parameters, nodes: steps };
     }
 
-    const error = $("editor-error");
-    const note = $("editor-note");
     $("editor-save").addEventListener("click", async () => {
       error.hidden = true;
       note.textContent = "";
