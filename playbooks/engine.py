@@ -26,7 +26,7 @@ from django.utils.translation import gettext as _
 from accounts.language import language_from, user_language
 from audit.events import audit_event_write
 from audit.models import ResourceKind
-from chat.models import Message, MessageRole, Turn, TurnEvent, TurnStatus
+from chat.models import ACTIVE_TURN_STATUSES, Message, MessageRole, Turn, TurnEvent, TurnStatus
 from chat.protocol import ServerEvent
 from chat.turns import dispatch, origins
 from chat.turns.start import calls_run_start, run_start
@@ -115,14 +115,16 @@ def _advance(run: PlaybookRun) -> int | None:
     return turn.pk
 
 
-def wait_changed(run_id: int, turn_id: int, *, waiting: bool) -> None:
+def wait_changed(run_id: int, turn_id: int) -> None:
     """The current node's turn started or stopped waiting for its person's
     approval (chat.turns.lifecycle.run_wait_changed, after commit): the run
     and its step say so at once, and the page is woken. Only the status
     moves: the step's turn goes on (or ends, and `run_ended` brings the run
-    to `advance`), so nothing is started here. A signal for a turn that is
-    no longer the run's current step, or that arrives after the run moved on
-    or ended, changes nothing."""
+    to `advance`), so nothing is started here. The turn's status as stored
+    decides, not the signal's order: a decision given in the instant between
+    the wait's commit and its signal must not leave the run marked waiting.
+    A signal for a turn that is no longer the run's current step, or that
+    arrives after the run moved on or ended, changes nothing."""
     with transaction.atomic():
         run = (
             PlaybookRun.objects.select_for_update(of=("self",))
@@ -133,11 +135,12 @@ def wait_changed(run_id: int, turn_id: int, *, waiting: bool) -> None:
         if run is None or run.status not in ACTIVE_RUN_STATUSES:
             return
         node_run = NodeRun.objects.filter(run=run, index=run.current_node, turn_id=turn_id).first()
-        if node_run is None:
-            return
+        turn_status = Turn.objects.filter(pk=turn_id).values_list("status", flat=True).first()
+        if node_run is None or turn_status not in ACTIVE_TURN_STATUSES:
+            return  # gone or ended: run_ended brings the run to advance
         language = language_from(stored=user_language(user=run.actor), fallback=settings.LANGUAGE_CODE)
         with translation.override(language):
-            if _mark_waiting(run, node_run, waiting=waiting):
+            if _mark_waiting(run, node_run, waiting=turn_status == TurnStatus.WAITING_APPROVAL):
                 live.publish_changed(run)
 
 

@@ -34,7 +34,7 @@ def _node_wait_changed(sender, *, turn_id: int, origin: str, origin_ref: str, wa
         # Here, not on a worker: one locked read and update, so the decision
         # shows on the run's page as it commits (the step's turn goes on by
         # itself; its end comes through _node_ended).
-        wait_changed(run_id, turn_id, waiting=waiting)
+        wait_changed(run_id, turn_id)  # reads the turn: `waiting` may be stale by now
 
 
 def connect() -> None:

@@ -257,16 +257,28 @@ def test_a_stop_of_the_waiting_step_ends_the_run(world):
 
 
 def test_a_late_wait_signal_changes_nothing(world):
-    """A signal for a turn that is not the run's current step (a duplicate,
-    a late one after the run moved on) leaves the run as it is."""
+    """The turn as stored decides, not the order signals arrive in: a wait's
+    signal that comes after the decision, one for a turn that is not the
+    run's current step, or one after the run ended leaves the run as it is."""
+    from chat.turns.lifecycle import run_wait_changed
     from playbooks.engine import wait_changed
 
-    run, turn, _approval = waiting_run(world)
-    wait_changed(run.pk, turn.pk + 1000, waiting=False)
+    run, turn, approval = waiting_run(world)
+    tool_approval_decide(approval_id=approval.pk, decision="approve", actor=world.owner)
+    late = {"turn_id": turn.pk, "origin": "playbook", "origin_ref": run.reference, "waiting": True}
+    run_wait_changed.send(sender=Turn, **late)  # the wait's own signal, after the decision
     run.refresh_from_db()
-    assert run.status == RunStatus.WAITING_APPROVAL
+    assert run.status == RunStatus.RUNNING
+    Turn.objects.filter(pk=turn.pk).update(status=TurnStatus.WAITING_APPROVAL)
+    wait_changed(run.pk, turn.pk + 1000)  # not the run's step
+    assert PlaybookRun.objects.get(pk=run.pk).status == RunStatus.RUNNING
+    # A resumed step that waits again (its next call): no drive loop is
+    # there to see it, the signal marks the run and its person is told again.
+    wait_changed(run.pk, turn.pk)
+    assert PlaybookRun.objects.get(pk=run.pk).status == RunStatus.WAITING_APPROVAL
+    assert run.notifications.filter(kind="waiting_approval").count() == 2
     PlaybookRun.objects.filter(pk=run.pk).update(status=RunStatus.CANCELLED)
-    wait_changed(run.pk, turn.pk, waiting=False)
+    wait_changed(run.pk, turn.pk)
     assert PlaybookRun.objects.get(pk=run.pk).status == RunStatus.CANCELLED
 
 
