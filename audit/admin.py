@@ -495,6 +495,7 @@ class AuditEventAdmin(PickerFiltersMixin, CsvExportMixin, ReadOnlyAdmin):
             return found, may_have_duplicates
         searched = queryset.filter(**{f"filters__{SEARCH_PARAM}": search_fingerprint(search_term)})
         return found | searched, may_have_duplicates
+
     fields = readonly_fields = [
         "time",
         "kind_shown",
