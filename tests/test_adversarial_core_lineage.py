@@ -17,6 +17,13 @@ each test failed before its fix.
   returns the NAME column. The walk resolved ``id`` by name
   (walk.py _column_of). Fix: a column of a table whose alias lists columns
   is the whole row (the schema's column order is not proof of the table's).
+* CORRELATED COUNTS. A count nested in an output was exempt whatever its
+  filter compared: ``sum((SELECT count(*) FROM customers c WHERE c.id = 1
+  AND ascii(c.name) >= g)) FROM generate_series(1, 60000) g`` IS the code,
+  one query per character (and ``SELECT g, (SELECT count(*) ... < g)`` shows
+  it as the step). Fix: personal data that a nested count's filter (WHERE,
+  ON, FILTER, CASE, derived tables) compares with a column of an OUTER row
+  taints it (walk.py _correlated).
 """
 
 from __future__ import annotations
@@ -129,3 +136,58 @@ def test_pg_renamed_column_returns_the_names_in_clear(pg_customer_db, django_use
     payload, outcome = governed.run("SELECT id FROM customers c(name, id) ORDER BY 1")
     assert outcome == "success", payload
     assert NAME not in json.dumps(payload, ensure_ascii=False), payload
+
+
+CORRELATED_COUNTS = [
+    "SELECT sum((SELECT count(*) FROM customers c WHERE c.id = 1 AND ascii(c.name) >= g)) "
+    "FROM generate_series(1, 60000) g",
+    "SELECT (SELECT count(*) FROM customers c WHERE ascii(c.name) < g.g) FROM generate_series(44000, 44010) g",
+    "SELECT (SELECT count(*) FROM customers c WHERE ascii(c.name) < o.amount) FROM orders o",
+    "SELECT sum((SELECT count(*) FILTER (WHERE ascii(c.name) >= g) FROM customers c WHERE c.id = 1)) "
+    "FROM generate_series(1, 60000) g",
+    "SELECT sum((SELECT count(*) FROM (SELECT 1 FROM customers c WHERE ascii(c.name) >= g) s)) "
+    "FROM generate_series(1, 60000) g",
+    "SELECT sum((SELECT count(*) FROM customers c JOIN orders o ON o.customer_id = c.id AND ascii(c.name) >= g)) "
+    "FROM generate_series(1, 60000) g",
+    "SELECT sum((SELECT count(CASE WHEN ascii(c.name) >= g THEN 1 END) FROM customers c)) "
+    "FROM generate_series(1, 60000) g",
+]
+
+
+@pytest.mark.parametrize("sql", CORRELATED_COUNTS)
+def test_lineage_masks_a_count_correlated_with_personal_data(sql):
+    (output,) = classify_outputs(sql, "postgres", _schema(), n_columns=1)
+    assert output.pii_kind, output
+
+
+def test_lineage_keeps_a_correlated_count_that_compares_only_plain_columns():
+    # Correlated on a plain column, personal data compared only with a constant: a count.
+    sql = (
+        "SELECT c.city, (SELECT count(*) FROM customers c2 WHERE c2.city = c.city AND c2.name LIKE '김%') "
+        "FROM customers c"
+    )
+    outputs = classify_outputs(sql, "postgres", _schema(), n_columns=2)
+    assert [o.pii_kind for o in outputs] == [None, None], outputs
+
+
+def test_pg_sum_of_correlated_counts_spells_the_name(pg_customer_db, django_user_model):
+    governed = governed_connection(pg_customer_db, django_user_model)
+    spelled = spell(
+        governed,
+        "SELECT sum((SELECT count(*) FROM customers c WHERE c.id = 1 AND ascii(substr(c.name, {k}, 1)) >= g)) "
+        "FROM generate_series(1, 60000) g",
+        len(NAME),
+    )
+    assert spelled != NAME, "sum of a correlated count over generate_series returned the name"
+
+
+def test_sqlite_sum_of_correlated_counts_spells_the_phone(sqlite_customer_db, django_user_model):
+    governed = governed_connection(sqlite_customer_db, django_user_model)
+    spelled = spell(
+        governed,
+        "WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r WHERE n < 200) "
+        "SELECT sum((SELECT count(*) FROM customers c WHERE c.id = 1 AND unicode(substr(c.phone, {k}, 1)) >= r.n)) "
+        "FROM r",
+        len(PHONE),
+    )
+    assert spelled != PHONE
