@@ -161,8 +161,12 @@ class RunSql:
                 row_cap=connection.row_cap,
                 timeout_ms=connection.statement_timeout_ms,
                 schemas=connection_schemas(connection),
-                # An error may quote back the schema's own names, never the statement's words.
-                allowed_words=lambda: schema_words(call.state["schema"], dialect),
+                # An error may quote back the names of the tables this person
+                # may read, never the statement's words nor other tables' names
+                # (`column "memo" does not exist` would confirm an ungranted column).
+                allowed_words=lambda: schema_words(
+                    _granted(call.state["schema"], call.target.resource, dialect), dialect
+                ),
             )
         except (QueryError, GovernanceError) as exc:
             raise ToolFailed(str(exc)) from exc
@@ -250,6 +254,13 @@ def _reidentified(sql: str, dialect: str, vault: Vault, tables: tuple[str, ...])
 # who grants superuser later is caught within minutes, without a query per call.
 _ACCOUNT_CHECK_SECONDS = 300
 _ACCOUNT_CHECKS: dict[str, tuple[float, tuple[str, ...]]] = {}
+
+
+def _granted(schema: dict, access: DbAccess, dialect: str) -> dict:
+    """The part of the analysed schema whose tables the person may read."""
+    return {
+        table: columns for table, columns in schema.items() if not tables_not_granted([table], access.scope, dialect)
+    }
 
 
 def _require_read_only_account(engine: str, dsn: str) -> None:

@@ -93,6 +93,19 @@ its PARTITION BY / ORDER BY. NOT exempt (:meth:`_Classifier._count`):
   there (``SELECT DISTINCT name``) give the number of distinct values, like
   ``count(DISTINCT name)``: still exempt.
 
+The same rows taint every other output COMPUTED over them (anything but a
+bare column or a literal): ``sum(1)``, ``avg``, ``string_agg('x', '')``,
+``row_number() OVER ()`` over ``customers c, generate_series(1,
+ascii(c.name))`` are counts of them too.
+
+A count nested in an output is not exempt when a filter in it compares
+personal data with a non-personal column of an OUTER row (``(SELECT
+count(*) FROM customers c WHERE ascii(c.name) >= g)`` over ``g = 1..N``
+steps at the code).
+
+A table alias with a column list (PostgreSQL ``customers c(name, id)``)
+renames by position: a column of it reads the table's whole row.
+
 Row choice. The WHERE / JOIN ON filters of any query, and the row filters of
 the CTEs and derived tables it reads, do not taint outputs: they choose
 rows, like counting. ``SELECT id FROM customers WHERE name = '김민준'``

@@ -11,7 +11,10 @@ from governance.pii.lineage.nodes import (
     Source,
     _atoms,
     _child_expressions,
+    _conditions,
+    _count_parts,
     _Found,
+    _is_count,
     _is_set_returning,
     _leftmost_select,
     _merge,
@@ -32,6 +35,41 @@ class _Rows:
         return self._memoized(
             ("filter", id(condition)), lambda: self._carried(scope, self._compared_in(scope, [condition]))
         )
+
+    def _correlated(self, query: exp.Expr, scope: Scope) -> _Found:
+        """Personal data that a filter anywhere in a nested count compares
+        with a column of an outer row: ``(SELECT count(*) FROM customers c
+        WHERE ascii(c.name) >= g)`` over ``g = 1..N`` is 1 up to the code and
+        0 after it, so ``sum(...)`` of it, or the rows' step, is the code. A
+        count counts rows; correlated this way it is a function of the value."""
+
+        def carries(node: exp.Expr) -> bool:
+            # An outer column carries the value unless it is a personal-data
+            # column itself (``c2.name = c.name`` counts namesakes, like GROUP BY).
+            owner = self._find_source(node.table, self._scope_of(node))[1]
+            current = owner
+            while current is not None and current is not scope:
+                current = current.parent
+            return current is None and not self._is_pii_column((node.table, node.name), owner)
+
+        def compute() -> _Found:
+            conditions: list[tuple[exp.Expr, exp.Expr]] = []
+            for node in query.walk():
+                if isinstance(node, exp.Select):
+                    conditions.extend((condition, node) for condition in _conditions(node))
+                elif _is_count(node):  # FILTER (WHERE p), or count(CASE WHEN p THEN 1 END)
+                    condition = _count_parts(node)[1]
+                    if isinstance(condition, exp.Expr):
+                        conditions.append((condition, node))
+            results = []
+            for condition, holder in conditions:
+                where = self._scope_of(holder)
+                for atom in _atoms([condition]):
+                    if any(isinstance(n, exp.Column) and n.table and carries(n) for n in atom.walk()):
+                        results.append(self._atom_values(atom, where, where))
+            return _merge(results)
+
+        return self._memoized(("correlated", id(scope)), compute)
 
     def _count_multiplied(self, scope: Scope) -> _Found:
         """Personal data that decides HOW MANY rows a count in this scope

@@ -62,7 +62,14 @@ class _Walk:
             selects = expression.selects
             if index >= len(selects):
                 raise _Unresolved("output index out of range")
-            return _merge([self._trace(selects[index], scope, full), self._limit_taint(scope), self._row_choice(scope)])
+            results = [self._trace(selects[index], scope, full), self._limit_taint(scope), self._row_choice(scope)]
+            if not isinstance(selects[index].unalias(), (exp.Column, exp.Literal)):
+                # Rows that personal data multiplies or makes: anything computed
+                # over them (sum(1), avg, string_agg('x'), row_number() OVER ())
+                # may be a count of them, not just COUNT. A bare column or a
+                # literal is the same value however many rows there are.
+                results.append(self._count_multiplied(scope))
+            return _merge(results)
         raise _Unresolved(f"unsupported query shape: {type(expression).__name__}")
 
     def _limit_taint(self, scope: Scope) -> _Found:
@@ -166,8 +173,9 @@ class _Walk:
             raise _Unresolved("subquery without scope")
         if count_exempt and _is_count_query(query):
             # Its one output is a count: exempt or not by the count rules, plus
-            # what chooses its rows by value (GROUP BY / ORDER BY keys, LIMIT).
-            return self._scope_output(scope, 0, True)
+            # what chooses its rows by value (GROUP BY / ORDER BY keys, LIMIT),
+            # plus personal data compared with the OUTER row.
+            return _merge([self._scope_output(scope, 0, True), self._correlated(query, scope)])
         if id(query) in self.shallow:
             return _merge(self._scope_output(scope, i, False) for i in range(self._output_count(scope)))
         return self._full(scope)
@@ -371,8 +379,12 @@ class _Walk:
             if key is None:
                 return self._unknown_relation(source.name)
             columns = self.index.columns(key)
-            if name not in columns:
+            alias = source.args.get("alias")
+            if name not in columns or (alias is not None and alias.columns):
                 # PostgreSQL attribute notation: `c.text` is text(c), the whole row.
+                # A column list renames by position (`customers c(name, id)`:
+                # `id` is the name column), and the schema's order is not
+                # proof of the table's: the whole row.
                 return frozenset((key, c) for c in columns), frozenset(), frozenset()
             return frozenset({(key, name)}), frozenset(), frozenset()
         return self._derived_column(source, name, full)
