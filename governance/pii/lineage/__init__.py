@@ -286,8 +286,11 @@ def classify_outputs(
     """
     try:
         classifier = _Classifier(sql, dialect, schema, n_columns, tainted_literals)
-        outputs = classifier.run()
-        literal = classifier.literal_outputs()
+        # One tree for both: the literal pass only reads it, so it goes
+        # first; the lineage pass may rewrite it (qualify).
+        parsed = classifier._parse()
+        literal = classifier.literal_outputs(parsed)
+        outputs = classifier.run(parsed)
     except Exception as error:  # fail closed on anything unexpected
         outputs = _last_resort(schema, n_columns, f"internal error: {type(error).__name__}")
         literal = None

@@ -168,12 +168,14 @@ class _Classifier(_Outputs, _Walk, _Rows, _Fallback):
 
     # ---- top level ------------------------------------------------------
 
-    def run(self) -> list[OutputColumn]:
+    def run(self, parsed: tuple[exp.Expr | None, str] | None = None) -> list[OutputColumn]:
+        """The outputs' lineage; `parsed`: what `_parse` gave, for this run
+        to rewrite (a tree nothing else reads afterwards)."""
         if self.dialect not in _DIALECTS:
             return self._fallback(f"unsupported dialect {self.dialect!r}", None, None)
         if not isinstance(self.sql, str):
             return self._fallback("sql is not a string", None, None)
-        root, why = self._parse()
+        root, why = parsed or self._parse()
         if root is None:
             return self._fallback(why, None, None)
         if not isinstance(root, (exp.Select, exp.SetOperation, exp.Values)):
@@ -210,12 +212,13 @@ class _Classifier(_Outputs, _Walk, _Rows, _Fallback):
         # The lineage pass rewrote the tree; the fallback needs the query as written.
         return self._fallback(why, self._parse()[0], referenced)
 
-    def literal_outputs(self) -> list[bool] | None:
+    def literal_outputs(self, parsed: tuple[exp.Expr | None, str] | None = None) -> list[bool] | None:
         """Which outputs are only the model's own literals (see
         OutputColumn.literal), judged on the statement as written; None when
         that cannot be told. A function returning session or statement state
-        (current_query(), current_setting()) is not a literal."""
-        root, _why = self._parse()
+        (current_query(), current_setting()) is not a literal. Reads the
+        tree only: `parsed` (what `_parse` gave) can go to `run` afterwards."""
+        root, _why = parsed or self._parse()
         if root is None:
             return None
         flags = _literal_items(root)
