@@ -286,9 +286,9 @@ def classify_outputs(
     """
     try:
         classifier = _Classifier(sql, dialect, schema, n_columns, tainted_literals)
-        # One tree for both: the literal pass only reads it, so it goes
-        # first; the lineage pass may rewrite it (qualify).
-        parsed = classifier._parse()
+        # One tree for both, the shared parse: both read it, and the walk
+        # takes a copy of its own before it rewrites (qualify).
+        parsed = classifier._parse(shared=True)
         literal = classifier.literal_outputs(parsed)
         outputs = classifier.run(parsed)
     except Exception as error:  # fail closed on anything unexpected
