@@ -361,9 +361,14 @@ class _Classifier(_Outputs, _Walk, _Rows, _Fallback):
         parsed), else as they are."""
         if root is not self._shared_root:
             return root, tables
-        copy, why = self._parse()
-        if copy is None:
-            raise _Unresolved(why)  # cannot happen (the same text parsed a moment ago); masks more
+        # The shared statement has no catalog-qualified call (else _parse
+        # would have copied it), so neither has its copy.
+        statements = [
+            s for s in parse_sql(self.dialect, self.sql) if s is not None and not isinstance(s, exp.Semicolon)
+        ]
+        if len(statements) != 1:
+            raise _Unresolved("parse error")  # cannot happen (the same text parsed a moment ago); masks more
+        copy = _unwrap(statements[0])
         return copy, self._referenced_tables(copy)[1]
 
     def _referenced_tables(self, root: exp.Expr) -> tuple[set[str], list[tuple[exp.Table, tuple[str, ...]]]]:

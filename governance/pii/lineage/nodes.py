@@ -269,7 +269,7 @@ def _catalog_qualified_calls(root: exp.Expr, dialect: str) -> bool:
     reads the shared parse as it is when nothing would change)."""
     if dialect not in ("postgres", "postgresql"):
         return False
-    return any(_catalog_call(node) is not None for node in root.walk())
+    return any(_catalog_call(node) is not None for node in root.find_all(exp.Dot, exp.Column))
 
 
 def _catalog_call(node: exp.Expr) -> exp.Expr | None:
