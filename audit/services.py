@@ -23,9 +23,10 @@ import re
 import uuid
 
 from django.conf import settings
-from django.db import connection, models, transaction
+from django.db import models, transaction
 
 from audit.models import FINAL_OUTCOMES, Origin, Outcome, ToolCallAudit, ToolCallOutcome
+from owlai import prepared
 from owlai.prepared import insert_fields, insert_sql
 
 
@@ -154,6 +155,7 @@ def _insert(row: models.Model) -> None:
     get_db_prep_save adapts JSON, UUIDs and times), so the model stays the
     one definition of the row; the ORM's save path is skipped (it cost about
     as much as the database's own work on every tool call)."""
+    connection = prepared.current()  # once: the proxy looks it up at every attribute
     if connection.vendor != "postgresql":
         if connection.in_atomic_block:
             # Inside a caller's transaction a refused INSERT would poison it

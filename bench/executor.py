@@ -210,6 +210,8 @@ def run(calls: int, *, profile: bool = False, vault_sizes: tuple[int, ...] = (10
         stats.sort_stats(os.environ.get("BENCH_SORT", "tottime")).print_stats(int(os.environ.get("BENCH_TOP", "20")))
         if os.environ.get("BENCH_CALLERS"):  # e.g. BENCH_CALLERS=parse: who calls it, how often
             stats.print_callers(os.environ["BENCH_CALLERS"])
+        if os.environ.get("BENCH_CALLEES"):  # e.g. BENCH_CALLEES=rows_read_pii: what it calls
+            stats.print_callees(os.environ["BENCH_CALLEES"])
     pii_arguments = [json.dumps({"connection": "bench", "sql": PII_QUERY[0]})]
     pii_timings = timed_calls(executor_module, ctx, pii_arguments, max(calls // 4, 100))
     # The same query, but every call's 5 names are new to the conversation:

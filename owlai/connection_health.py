@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable
 from typing import TypeVar
 
-from django.db import InterfaceError, OperationalError, connection
+from django.db import DEFAULT_DB_ALIAS, InterfaceError, OperationalError, connection, connections
 
 logger = logging.getLogger(__name__)
 
@@ -38,13 +38,14 @@ CONNECTION_LOST = (OperationalError, InterfaceError)
 def renew_if_broken() -> None:
     """Close this thread's connection if a query failed on it and it no
     longer answers, so the next statement opens a new one."""
-    if connection.connection is None or not connection.errors_occurred or connection.in_atomic_block:
+    db = connections[DEFAULT_DB_ALIAS]  # once: the `connection` proxy looks it up at every attribute
+    if db.connection is None or not db.errors_occurred or db.in_atomic_block:
         return
-    if connection.is_usable():
-        connection.errors_occurred = False
+    if db.is_usable():
+        db.errors_occurred = False
     else:
         logger.warning("the database connection was lost; opening a new one")
-        connection.close()
+        db.close()
 
 
 def until_answered(write: Callable[[], T], *, seconds: float, what: str) -> T:

@@ -21,12 +21,21 @@ from functools import cache
 from typing import Any
 
 from django.conf import settings
-from django.db import connection, models, transaction
+from django.db import DEFAULT_DB_ALIAS, connections, models, transaction
 
 from owlai.connection_health import CONNECTION_LOST, renew_if_broken
 
 
-def enabled() -> bool:
+def current() -> Any:
+    """This thread's default database connection (what `django.db.connection`
+    stands for). The proxy looks the connection up again at every attribute
+    (about 1.5 us each, dozens per tool call and turn): looked up once per
+    statement here instead."""
+    return connections[DEFAULT_DB_ALIAS]
+
+
+def enabled(connection: Any = None) -> bool:
+    connection = connection if connection is not None else current()
     return connection.vendor == "postgresql" and bool(getattr(settings, "OWLAI_PREPARED_STATEMENTS", False))
 
 
@@ -34,7 +43,7 @@ def writes_in_with() -> bool:
     """Whether this database runs INSERT and UPDATE inside WITH (PostgreSQL;
     SQLite does not), so that a write and what goes with it are one
     statement: atomic without a transaction, one round trip."""
-    return connection.vendor == "postgresql"
+    return current().vendor == "postgresql"
 
 
 def fetchall(sql: str, params: Sequence[Any]) -> list[tuple]:
@@ -48,14 +57,15 @@ def fetchall(sql: str, params: Sequence[Any]) -> list[tuple]:
     try:
         return _fetchall(sql, params)
     except CONNECTION_LOST:
-        if connection.in_atomic_block or sql.lstrip()[:6].upper() != "SELECT":
+        if current().in_atomic_block or sql.lstrip()[:6].upper() != "SELECT":
             raise
     renew_if_broken()
     return _fetchall(sql, params)
 
 
 def _fetchall(sql: str, params: Sequence[Any]) -> list[tuple]:
-    if not enabled():
+    connection = current()
+    if not enabled(connection):
         with connection.cursor() as cursor:
             cursor.execute(sql, params)
             return cursor.fetchall()
@@ -80,23 +90,25 @@ def insert(row: models.Model) -> None:
     get_db_prep_save adapts JSON, UUIDs and times), so the model stays the one
     definition of the row; the ORM's save path (signals, the generic insert
     compiler) is skipped. Elsewhere than PostgreSQL: a plain save."""
-    if not enabled():
+    connection = current()
+    if not enabled(connection):
         row.save(force_insert=True)
         return
-    ((pk,),) = fetchall(insert_sql(type(row)), insert_values(row))
-    inserted(row, pk)
+    ((pk,),) = fetchall(insert_sql(type(row)), insert_values(row, connection))
+    inserted(row, pk, connection)
 
 
-def insert_values(row: models.Model) -> list:
+def insert_values(row: models.Model, connection: Any = None) -> list:
     """The parameters of `insert_sql(type(row))` for `row`."""
+    connection = connection if connection is not None else current()
     return [f.get_db_prep_save(f.pre_save(row, True), connection) for f in insert_fields(type(row))]
 
 
-def inserted(row: models.Model, pk) -> None:
+def inserted(row: models.Model, pk, connection: Any = None) -> None:
     """Mark `row` as stored under `pk` (after an INSERT of this module)."""
     row.pk = pk
     row._state.adding = False
-    row._state.db = connection.alias
+    row._state.db = (connection if connection is not None else current()).alias
 
 
 @cache
@@ -122,6 +134,7 @@ def instances(model: type[models.Model], row: Sequence[Any], start: int = 0) -> 
     """The `model` instance in `row[start:]` (selected with `columns`), its
     values converted as the ORM would (JSON decoded, times made aware)."""
     values = row[start : start + len(model._meta.concrete_fields)]
+    connection = current()
     converted = []
     for value, (col, converters) in zip(values, _converters(model), strict=True):
         for converter in converters:
@@ -133,6 +146,7 @@ def instances(model: type[models.Model], row: Sequence[Any], start: int = 0) -> 
 @cache
 def _converters(model: type[models.Model]) -> tuple:
     fields = []
+    connection = current()
     for field in model._meta.concrete_fields:
         col = field.get_col(model._meta.db_table)
         fields.append((col, tuple(connection.ops.get_db_converters(col) + field.get_db_converters(connection))))
@@ -153,8 +167,9 @@ def update_and_insert(update_sql: str, update_params: Sequence[Any], rows: Seque
                 row.save(force_insert=True)
             return True
     params = [*update_params]
+    connection = current()
     for row in rows:
-        params.extend(insert_values(row))
+        params.extend(insert_values(row, connection))
     return bool(fetchall(_update_and_insert_sql(update_sql, tuple(type(row) for row in rows)), params))
 
 

@@ -346,7 +346,9 @@ def test_exception_anywhere_masks_everything(monkeypatch) -> None:
 
 
 def test_parser_exception_falls_back(monkeypatch) -> None:
+    # Both ways lineage reads a statement: the shared parse, and a copy of its own.
     monkeypatch.setattr(lineage_classifier, "parse_sql", _raise)
+    monkeypatch.setattr(lineage_classifier, "parsed", _raise)
     outputs = classify_outputs("SELECT city FROM customers", PG, SCHEMA, n_columns=1)
     assert _masked(outputs) == {0: CUSTOMERS_DOUBT}
 

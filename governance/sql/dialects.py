@@ -9,6 +9,8 @@ ties them together.
 from __future__ import annotations
 
 import functools
+from copy import deepcopy
+from typing import NamedTuple
 
 # sqlglot's names for the dialects of the supported engines.
 POSTGRES = "postgres"
@@ -188,23 +190,88 @@ def parse_sql(dialect: str, sql: str) -> list:
     re-identification must all use, so that they read the same tree.
 
     Every caller gets a tree of its own (lineage's qualify rewrites the one
-    it is given), copied from one parse: a call's statement is read by the
-    binder, by lineage for its outputs, its literals and its row count, and
-    a copy costs half a parse."""
-    return [statement.copy() if statement is not None else None for statement in _parsed(dialect, sql)]
+    it is given), copied from the one parse the guard reads (`parsed`): a
+    call's statement is also read by the binder, and by lineage for its
+    outputs, its literals and its row count."""
+    return [copy_tree(statement) if statement is not None else None for statement in parsed(dialect, sql).statements]
+
+
+class Parsed(NamedTuple):
+    """One statement text as tokenized and parsed. Shared by every reader of
+    that text in the process: read it, never change it (the tokens, the
+    trees, their nodes); `parse_sql` hands out trees to change."""
+
+    tokens: list  # as tokenized, before lambda_free
+    rewritten: bool  # lambda_free changed them: the parser read a fixed list
+    statements: tuple  # the parser's output (None for an empty chunk)
 
 
 @functools.lru_cache(maxsize=256)
-def _parsed(dialect: str, sql: str) -> tuple:
-    # Never handed out: callers get copies, so no caller sees another's rewrite.
-    parser = sql_dialect(dialect)
-    return tuple(parse_tokens(dialect, parser.tokenize(sql), sql))
+def parsed(dialect: str, sql: str) -> Parsed:
+    """`sql` tokenized and parsed once per process (ValueError for an
+    unsupported dialect; sqlglot's ParseError / TokenError, never cached, for
+    text it cannot read). The guard reads it as it is, without a copy."""
+    tokens = sql_dialect(dialect).tokenize(sql)
+    fixed = lambda_free(tokens)
+    statements = tuple(sql_dialect(dialect).parser().parse(fixed, sql))
+    return Parsed(tokens, fixed is not tokens, statements)
+
+
+_PLAIN_META = (int, str, bool, float, type(None))
+
+
+def copy_tree(root):
+    """A deep copy of a sqlglot tree, equal to `root.copy()`. sqlglot's copy
+    deep-copies each node's position dict (`meta`) through the copy module,
+    most of a copy's time; a parsed tree's positions are numbers, so those
+    dicts are copied flat (anything else in one is still deep-copied)."""
+    from sqlglot import exp
+
+    expression = exp.Expr
+    copy = root.__class__()
+    stack = [(root, copy)]
+    while stack:
+        node, into = stack.pop()
+        if node.comments is not None:
+            into.comments = list(node.comments)  # strings
+        if node._type is not None:
+            into._type = deepcopy(node._type)
+        meta = node._meta
+        if meta is not None:
+            into._meta = dict(meta) if all(type(value) in _PLAIN_META for value in meta.values()) else deepcopy(meta)
+        if node._hash is not None:
+            into._hash = node._hash
+        args = into.args
+        for key, value in node.args.items():
+            if isinstance(value, expression):
+                child = value.__class__()
+                stack.append((value, child))
+                into.set(key, child)
+            elif type(value) is list:
+                args[key] = []
+                for item in value:
+                    if isinstance(item, expression):
+                        child = item.__class__()
+                        stack.append((item, child))
+                        into.append(key, child)
+                    else:
+                        into.append(key, item)
+            else:
+                args[key] = value
+    return copy
 
 
 def sql_dialect(dialect: str):
     """sqlglot's Dialect object for one of SUPPORTED_DIALECTS."""
-    from sqlglot.dialects.dialect import Dialect
-
     if dialect not in SUPPORTED_DIALECTS:
         raise ValueError(f"unsupported SQL dialect {dialect!r}")
+    return _dialect(dialect)
+
+
+@functools.lru_cache(maxsize=len(SUPPORTED_DIALECTS))
+def _dialect(dialect: str):
+    # One instance per dialect, as the guard keeps them (sqlglot builds a new
+    # one per lookup; its settings never change after construction).
+    from sqlglot.dialects.dialect import Dialect
+
     return Dialect.get_or_raise(dialect)

@@ -93,7 +93,8 @@ from governance.refusals import (
     gettext_noop,  # Django's needs settings at import
 )
 from governance.sql.binding import BOUND_OPERATORS
-from governance.sql.dialects import JSON_ARROW_FIX_EVERYWHERE, POSTGRES, SUPPORTED_DIALECTS, lambda_free
+from governance.sql.dialects import JSON_ARROW_FIX_EVERYWHERE, POSTGRES, SUPPORTED_DIALECTS
+from governance.sql.dialects import parsed as parsed_sql
 from governance.sql.functions import allowed_functions, allowed_settings
 
 
@@ -888,11 +889,12 @@ class _Walk:
             node_type = type(node)
             reason, kind = _classify(node_type)
             # Only a node that can stand for a call, or an alias name, can
-            # explain a call position; skipping the rest keeps the walk cheap
-            # (reading `meta` allocates a dict on nodes that have none).
+            # explain a call position; skipping the rest keeps the walk cheap.
+            # meta_get: the tree is shared (dialects.parsed), and reading
+            # `meta` would give every such node an empty dict of its own.
             alias_name = kind == _KIND_IDENTIFIER and type(node.parent) is exp.TableAlias  # AS g(n), WITH r(n)
             if calls and (node_type not in never_a_call or alias_name):
-                start = node.meta.get("start")
+                start = node.meta_get("start")
                 if start is not None and start in calls:
                     self.explained.add(start)
                     if not alias_name:
@@ -1037,17 +1039,17 @@ _ARROW_ARGUMENT = Reason(
 def _analyse(sql: str, dialect: str) -> SqlVerdict:
     if not isinstance(sql, str):
         return SqlVerdict(False, Reason(gettext_noop("sql must be a string")), ())
-    parser_dialect = _DIALECTS[dialect]
     try:
-        tokens = parser_dialect.tokenize(sql)
-        fixed = lambda_free(tokens)
-        parsed = parser_dialect.parser().parse(fixed, sql)
+        # The process's one parse of this text (shared with lineage and the
+        # binder, which get copies): read here, never changed.
+        parsed = parsed_sql(dialect, sql)
     except (ParseError, TokenError) as error:
         return SqlVerdict(False, _parse_error_reason(error), ())
+    tokens = parsed.tokens
 
     # Empty chunks (None) and trailing comments after the last `;`
     # (exp.Semicolon) are not statements.
-    statements = [s for s in parsed if s is not None and not isinstance(s, exp.Semicolon)]
+    statements = [s for s in parsed.statements if s is not None and not isinstance(s, exp.Semicolon)]
 
     walk = _Walk(dialect, tokens)
     for statement in statements:
@@ -1069,7 +1071,7 @@ def _analyse(sql: str, dialect: str) -> SqlVerdict:
     first_token = next((t for t in tokens if t.token_type != _SEMICOLON), None)
     # Most specific reason first; the TABLE-keyword rule also trips on
     # `INTO TEMPORARY TABLE`, which the walk names better.
-    arrow = None if fixed is tokens or JSON_ARROW_FIX_EVERYWHERE else _ARROW_ARGUMENT
+    arrow = None if not parsed.rewritten or JSON_ARROW_FIX_EVERYWHERE else _ARROW_ARGUMENT
     reason = (
         arrow
         or _lexical_denial(sql, tokens, dialect)

@@ -398,14 +398,15 @@ _LITERAL_TOKENS = ("STRING", "NATIONAL_STRING", "RAW_STRING", "HEREDOC_STRING")
 def own_literals(sql: str, dialect: str) -> frozenset[str]:
     """The string literals the model wrote in `sql` (its text, before any
     token is re-identified), normalised as known values are matched."""
-    from sqlglot.dialects.dialect import Dialect
     from sqlglot.tokens import TokenType
 
     from governance.pii.known_values import MIN_VALUE_CHARS, normalised
+    from governance.sql.dialects import parsed
 
     types = {getattr(TokenType, name) for name in _LITERAL_TOKENS if hasattr(TokenType, name)}
     try:
-        tokens = Dialect.get_or_raise(dialect).tokenize(sql)
+        # The tokens the guard read this statement from (one tokenization per text).
+        tokens = parsed(dialect, sql).tokens
     except Exception:
         return frozenset()  # nothing is left unmasked
     values = (normalised(t.text) for t in tokens if t.token_type in types and not TOKEN_PATTERN.search(t.text))

@@ -299,8 +299,11 @@ def classify_outputs(
     """
     try:
         classifier = _Classifier(sql, dialect, schema, n_columns, tainted_literals)
-        outputs = classifier.run()
-        literal = classifier.literal_outputs()
+        # One tree for both, the shared parse: both read it, and the walk
+        # takes a copy of its own before it rewrites (qualify).
+        parsed = classifier._parse(shared=True)
+        literal = classifier.literal_outputs(parsed)
+        outputs = classifier.run(parsed)
     except Exception as error:  # fail closed on anything unexpected
         outputs = _last_resort(schema, n_columns, f"internal error: {type(error).__name__}")
         literal = None

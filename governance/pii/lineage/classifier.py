@@ -23,6 +23,7 @@ from governance.pii.lineage.nodes import (
     _ROW_SHAPE_WORDS,
     OutputColumn,
     Taint,
+    _catalog_qualified_calls,
     _catalog_unqualified,
     _display_name,
     _Found,
@@ -53,7 +54,7 @@ from governance.pii.lineage.shapes import (
 )
 from governance.pii.lineage.walk import _Walk
 from governance.pii.masking import KIND_BY_LABEL, TOKEN_PATTERN
-from governance.sql.dialects import parse_sql
+from governance.sql.dialects import copy_tree, parse_sql, parsed
 
 
 class _Classifier(_Outputs, _Walk, _Rows, _Fallback):
@@ -96,6 +97,7 @@ class _Classifier(_Outputs, _Walk, _Rows, _Fallback):
         # (left unqualified by qualify) -> the output expressions they mean.
         self.alias_refs: dict[int, list[exp.Expr]] = {}
         self._names_cache: tuple[exp.Expr, list[str | None]] | None = None
+        self._shared_root: exp.Expr | None = None  # see _parse(shared=True)
 
     # ---- kinds of non-column taints ----------------------------------------
 
@@ -168,12 +170,14 @@ class _Classifier(_Outputs, _Walk, _Rows, _Fallback):
 
     # ---- top level ------------------------------------------------------
 
-    def run(self) -> list[OutputColumn]:
+    def run(self, parsed: tuple[exp.Expr | None, str] | None = None) -> list[OutputColumn]:
+        """The outputs' lineage; `parsed`: what `_parse` gave (the walk
+        rewrites a copy of its own when that is the shared tree)."""
         if self.dialect not in _DIALECTS:
             return self._fallback(f"unsupported dialect {self.dialect!r}", None, None)
         if not isinstance(self.sql, str):
             return self._fallback("sql is not a string", None, None)
-        root, why = self._parse()
+        root, why = parsed or self._parse()
         if root is None:
             return self._fallback(why, None, None)
         if not isinstance(root, (exp.Select, exp.SetOperation, exp.Values)):
@@ -202,6 +206,7 @@ class _Classifier(_Outputs, _Walk, _Rows, _Fallback):
             return self._fallback("a column is named by a string or an expression", root, referenced)
         names = self._original_names(root)
         try:
+            root, tables = self._private(root, tables)
             return self._lineage(root, tables, names)
         except _Unresolved as error:
             why = str(error)
@@ -210,12 +215,13 @@ class _Classifier(_Outputs, _Walk, _Rows, _Fallback):
         # The lineage pass rewrote the tree; the fallback needs the query as written.
         return self._fallback(why, self._parse()[0], referenced)
 
-    def literal_outputs(self) -> list[bool] | None:
+    def literal_outputs(self, parsed: tuple[exp.Expr | None, str] | None = None) -> list[bool] | None:
         """Which outputs are only the model's own literals (see
         OutputColumn.literal), judged on the statement as written; None when
         that cannot be told. A function returning session or statement state
-        (current_query(), current_setting()) is not a literal."""
-        root, _why = self._parse()
+        (current_query(), current_setting()) is not a literal. Reads the
+        tree only: `parsed` (what `_parse` gave) can go to `run` afterwards."""
+        root, _why = parsed or self._parse()
         if root is None:
             return None
         flags = _literal_items(root)
@@ -231,7 +237,7 @@ class _Classifier(_Outputs, _Walk, _Rows, _Fallback):
         as :meth:`run`, asking the count question of the root scope."""
         if self.dialect not in _DIALECTS or not isinstance(self.sql, str):
             return self._rows_fallback(None, None)
-        root, _why = self._parse()
+        root, _why = self._parse(shared=True)  # read only, up to the walk
         if root is None or not isinstance(root, (exp.Select, exp.SetOperation, exp.Values)):
             return self._rows_fallback(None, None)
         if isinstance(root, exp.Values):
@@ -258,6 +264,7 @@ class _Classifier(_Outputs, _Walk, _Rows, _Fallback):
         try:
             if _odd_column_names(root):
                 raise _Unresolved("a column is named by a string or an expression")
+            root, tables = self._private(root, tables)
             root_scope = self._prepare(root, tables)
             found = self._result_rows(root_scope, root=True)
         except (_Unresolved, SqlglotError, RecursionError):  # unresolved, budget: by names and shape
@@ -318,19 +325,51 @@ class _Classifier(_Outputs, _Walk, _Rows, _Fallback):
             return None
         return _DOUBT_KIND if _row_shape(root, pii_names) is not None else None
 
-    def _parse(self) -> tuple[exp.Expr | None, str]:
-        """(root of the single statement, "") or (None, why not)."""
+    def _parse(self, *, shared: bool = False) -> tuple[exp.Expr | None, str]:
+        """(root of the single statement, "") or (None, why not).
+
+        `shared`: the process's one parse of the text (dialects.parsed, which
+        the guard read), without a copy, for passes that only read it: the
+        fast paths, the literal pass, the fallbacks. Whatever rewrites a
+        tree (the walk's qualify) takes `_private` first. A statement the
+        catalog rewrite below would change is a copy even then."""
         try:
-            statements = [
-                s for s in parse_sql(self.dialect, self.sql) if s is not None and not isinstance(s, exp.Semicolon)
-            ]
+            found = parsed(self.dialect, self.sql).statements if shared else parse_sql(self.dialect, self.sql)
+            statements = [s for s in found if s is not None and not isinstance(s, exp.Semicolon)]
         except Exception:
             return None, "parse error"
         if len(statements) != 1:
             # The guard only lets single statements run; whichever one produced
             # the result, its lineage is not known here.
             return None, f"expected one statement, got {len(statements)}"
-        return _unwrap(_catalog_unqualified(statements[0], self.dialect)), ""
+        root = statements[0]
+        if shared:
+            if _catalog_qualified_calls(root, self.dialect):
+                root = copy_tree(root)
+            else:
+                root = _unwrap(root)
+                self._shared_root = root
+                return root, ""
+        return _unwrap(_catalog_unqualified(root, self.dialect)), ""
+
+    def _private(
+        self, root: exp.Expr, tables: list[tuple[exp.Table, tuple[str, ...]]]
+    ) -> tuple[exp.Expr, list[tuple[exp.Table, tuple[str, ...]]]]:
+        """(`root`, `tables`) for a pass that rewrites the tree: a copy of
+        the statement and its table nodes when `root` is the shared parse
+        (which other readers of the same text, the guard first, see as
+        parsed), else as they are."""
+        if root is not self._shared_root:
+            return root, tables
+        # The shared statement has no catalog-qualified call (else _parse
+        # would have copied it), so neither has its copy.
+        statements = [
+            s for s in parse_sql(self.dialect, self.sql) if s is not None and not isinstance(s, exp.Semicolon)
+        ]
+        if len(statements) != 1:
+            raise _Unresolved("parse error")  # cannot happen (the same text parsed a moment ago); masks more
+        copy = _unwrap(statements[0])
+        return copy, self._referenced_tables(copy)[1]
 
     def _referenced_tables(self, root: exp.Expr) -> tuple[set[str], list[tuple[exp.Table, tuple[str, ...]]]]:
         """(schema keys of every table the query may read, the table nodes to

@@ -247,23 +247,12 @@ def _catalog_unqualified(root: exp.Expr, dialect: str) -> exp.Expr:
     own function is the one lineage knows (counts stay exempt). Deepest
     first, so a qualified call inside another is unqualified before its
     caller is read again; a call that does not read back stays as it is
-    (an unknown function: masks more)."""
-    if dialect not in ("postgres", "postgresql"):
-        return root
-    # sqlglot reads `pg_catalog.f(...)` as Dot(pg_catalog, f(...)), and
-    # `pg_catalog.f(...) FILTER / WITHIN GROUP (...)` as a Column of table
-    # pg_catalog whose "name" is the whole call.
+    (an unknown function: masks more). Changes `root` in place."""
+    if not _catalog_qualified_calls(root, dialect):
+        return root  # nothing to change (read without walking twice)
     for node in reversed(list(root.walk())):
-        if isinstance(node, exp.Dot):
-            qualifier, call = node.this, node.expression
-            qualified = isinstance(qualifier, exp.Identifier) and type(call) is exp.Anonymous
-        elif type(node) is exp.Column:
-            qualifier, call = node.args.get("table"), node.this
-            qualified = isinstance(qualifier, exp.Identifier) and isinstance(call, exp.Expr)
-            qualified = qualified and not isinstance(call, (exp.Identifier, exp.Star))
-        else:
-            continue
-        if not qualified or qualifier.name.lower() != "pg_catalog" or node.args.get("db") or node.args.get("catalog"):
+        call = _catalog_call(node)
+        if call is None:
             continue
         try:
             plain = exp.maybe_parse(call.sql(dialect=dialect), dialect=dialect)
@@ -273,6 +262,33 @@ def _catalog_unqualified(root: exp.Expr, dialect: str) -> exp.Expr:
             return plain
         node.replace(plain)
     return root
+
+
+def _catalog_qualified_calls(root: exp.Expr, dialect: str) -> bool:
+    """Would `_catalog_unqualified` change `root`? Reads it only (lineage
+    reads the shared parse as it is when nothing would change)."""
+    if dialect not in ("postgres", "postgresql"):
+        return False
+    return any(_catalog_call(node) is not None for node in root.find_all(exp.Dot, exp.Column))
+
+
+def _catalog_call(node: exp.Expr) -> exp.Expr | None:
+    """The call of a `pg_catalog.f(...)` node, else None. sqlglot reads
+    `pg_catalog.f(...)` as Dot(pg_catalog, f(...)), and `pg_catalog.f(...)
+    FILTER / WITHIN GROUP (...)` as a Column of table pg_catalog whose
+    "name" is the whole call."""
+    if isinstance(node, exp.Dot):
+        qualifier, call = node.this, node.expression
+        qualified = isinstance(qualifier, exp.Identifier) and type(call) is exp.Anonymous
+    elif type(node) is exp.Column:
+        qualifier, call = node.args.get("table"), node.this
+        qualified = isinstance(qualifier, exp.Identifier) and isinstance(call, exp.Expr)
+        qualified = qualified and not isinstance(call, (exp.Identifier, exp.Star))
+    else:
+        return None
+    if not qualified or qualifier.name.lower() != "pg_catalog" or node.args.get("db") or node.args.get("catalog"):
+        return None
+    return call
 
 
 def _leftmost_select(node: exp.Expr) -> exp.Expr:
