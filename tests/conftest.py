@@ -246,3 +246,34 @@ def personas(db, sample_sqlite_db):
     p.admin, p.staff, p.outsider = admin, staff, outsider
     p.sales, p.partial, p.hidden, p.role = sales, partial, hidden, role
     return p
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _flush_survives_a_deadlock():
+    """A transactional test ends with Django's flush (one TRUNCATE of every
+    table). The live stacks of the reliability tests keep their workers
+    running the leased sweeps meanwhile, and a sweep's row lock taken while
+    the TRUNCATE waits for its table locks is a deadlock PostgreSQL breaks
+    by aborting one side — sometimes the flush, which then leaves the next
+    test a database full of the last one's rows. The flush is retried (the
+    sweep's side has rolled back by then); any other error is raised."""
+    import time
+
+    from django.core.management.commands import flush
+
+    handle = flush.Command.handle
+
+    def handle_with_retry(self, **options):
+        for attempt in range(5):
+            try:
+                return handle(self, **options)
+            except Exception as exc:
+                # flush raises CommandError from the database's error.
+                said = f"{exc} {exc.__cause__ or ''}".lower()
+                if attempt == 4 or "deadlock detected" not in said:
+                    raise
+                time.sleep(0.2 * (attempt + 1))
+
+    flush.Command.handle = handle_with_retry
+    yield
+    flush.Command.handle = handle
