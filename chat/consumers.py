@@ -61,8 +61,6 @@ import math
 import time
 import uuid
 
-from channels.consumer import get_handler_name
-from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
 from django.utils import translation
@@ -70,9 +68,9 @@ from django.utils.translation import gettext as _
 from django.utils.translation import ngettext
 
 from accounts.language import browser_language
-from accounts.sessions import session_signs_in
 from chat.models import Conversation
 from chat.protocol import ClientFrame, ServerEvent
+from chat.sockets import SessionSocket, off_loop
 from chat.turns import dispatch
 from chat.turns.cancel import TurnCancelRefused, turn_cancel
 from chat.turns.start import TurnRefused, turn_start
@@ -80,12 +78,6 @@ from chat.turns.timeline import conversation_state, turn_events_after
 
 logger = logging.getLogger(__name__)
 
-# Each database call of a socket is one self-contained unit (no transaction
-# spans two calls), so it may run on any thread of the loop's pool. The
-# default (thread_sensitive=True) runs every socket's calls of this process
-# one after the other on a single thread: with 50 users pressing send at
-# once, the last waited for the 49 turn starts before it.
-off_loop = functools.partial(database_sync_to_async, thread_sensitive=False)
 
 # Refusals are sent as close codes on an accepted socket (not an HTTP 403
 # at the handshake, which a browser reports only as 1006): the page can tell
@@ -166,24 +158,10 @@ def write_buffer_bytes(transport, depth: int = 0) -> int | None:
     return write_buffer_bytes(getattr(transport, "transport", None), depth + 1)
 
 
-class ChatConsumer(AsyncWebsocketConsumer):
-    group: str | None = None
+class ChatConsumer(SessionSocket):
     # The rate buckets' clock (a test gives a scripted one).
     clock = staticmethod(time.monotonic)
-    # Set once the socket is being closed for a limit: nothing more is sent.
-    closing = False
     _protocol = None
-
-    async def dispatch(self, message: dict) -> None:
-        """Upstream first closes stale database connections of the process's
-        one synchronous thread, a hop to that thread before every message.
-        This consumer touches the database only through `off_loop`, which
-        closes its own connection before and after each call, so a relayed
-        turn event costs no thread hop."""
-        handler = getattr(self, get_handler_name(message), None)
-        if handler is None:
-            raise ValueError(f"No handler for message type {message['type']}")
-        await handler(message)
 
     async def connect(self) -> None:
         clock = self.clock
@@ -205,7 +183,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
             # Same answer for "not yours" and "does not exist".
             await self._refuse(CLOSE_FORBIDDEN)
             return
-        self.group = self.conversation.group_name
+        self.groups_joined = (self.conversation.group_name,)
         joined = await self._join()
         await self.accept()
         if not joined:
@@ -215,36 +193,11 @@ class ChatConsumer(AsyncWebsocketConsumer):
         # reaches this socket live (or shows up as a gap and is synced).
         await self._send_state()
 
-    async def _refuse(self, code: int) -> None:
-        """Accept, then close with `code`: nothing is read or sent between."""
-        self.closing = True
-        await self.accept()
-        await self.close(code=code)
-
-    async def disconnect(self, code: int) -> None:
-        await self._leave()
-
-    async def _leave(self) -> None:
-        if self.group:
-            try:
-                await self.channel_layer.group_discard(self.group, self.channel_name)
-            except Exception as exc:  # the membership expires on its own
-                logger.warning("could not leave %s: %s", self.group, exc)
-            self.group = None
-
-    async def _join(self) -> bool:
-        try:
-            await self.channel_layer.group_add(self.group, self.channel_name)
-        except Exception as exc:
-            logger.warning("could not join %s: %s", self.group, exc)
-            return False
-        return True
-
     async def layer_recovered(self, message: dict) -> None:
         """The channel layer was unreachable (chat.layers): memberships may
         be gone with Redis and frames may be lost. Join again and send the
         state from the database."""
-        if self.closing or self.group is None:
+        if self.closing or not self.groups_joined:
             return
         if await self._join():
             await self._send_state()
@@ -301,7 +254,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
         ):
             # Signed out (or the session expired) since this socket opened:
             # the page signs in again and comes back (README close codes).
-            await self._close_for_limit(CLOSE_UNAUTHENTICATED)
+            await self._close(CLOSE_UNAUTHENTICATED)
             return
         if payload["type"] == ClientFrame.TURN_START:
             if not self._turn_starts.take():
@@ -327,15 +280,10 @@ class ChatConsumer(AsyncWebsocketConsumer):
     async def _rate_limited(self, message: str, ref: str | None = None, retry_after: int | None = None) -> None:
         if not self._flood.take():
             logger.warning("closing %s: it keeps sending far past its rate limit", self.channel_name)
-            await self._close_for_limit(CLOSE_RATE_LIMITED)
+            await self._close(CLOSE_RATE_LIMITED)
             return
         extra = {} if retry_after is None else {"retry_after": retry_after}
         await self._error("rate_limited", message, ref=ref, **extra)
-
-    async def _close_for_limit(self, code: int) -> None:
-        self.closing = True
-        await self._leave()
-        await self.close(code=code)
 
     async def _turn_start(self, payload: dict, ref: str | None) -> None:
         text = payload.get("text")
@@ -358,7 +306,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
         if turn is None:
             # Signed out (or the session expired) since this socket opened:
             # the page signs in again and comes back (README close codes).
-            await self._close_for_limit(CLOSE_UNAUTHENTICATED)
+            await self._close(CLOSE_UNAUTHENTICATED)
             return
         if ref is not None:
             # Only to this socket, before any event of the turn (the worker's
@@ -456,7 +404,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
                 buffered,
                 settings.OWLAI_WS_SEND_BUFFER_BYTES,
             )
-            await self._close_for_limit(CLOSE_TOO_SLOW)
+            await self._close(CLOSE_TOO_SLOW)
             return
         await self.send(text_data=json.dumps(frame, ensure_ascii=False))
 
@@ -494,17 +442,6 @@ class ChatConsumer(AsyncWebsocketConsumer):
             )
         dispatch.send_after_start(turn.pk)
         return turn
-
-    @off_loop
-    def _session_alive(self) -> bool:
-        return self._session_alive_now()
-
-    def _session_alive_now(self) -> bool:
-        """The socket was authenticated when it opened; a session that has
-        ended since (logout, expiry, a password change) must not start, stop
-        or read turns. Read afresh from the database, as a request would."""
-        session = self.scope.get("session")
-        return session_signs_in(session_key=getattr(session, "session_key", None), user_id=self.scope["user"].pk)
 
     @off_loop
     def _cancel(self, turn_id: int | None) -> str:
