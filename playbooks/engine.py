@@ -71,17 +71,8 @@ def advance(run_id: int) -> int | None:
     node's turn; its id (for the caller to run), or None when there is
     nothing to run now (ended, waiting, or a node still running)."""
     with transaction.atomic():
-        # Only the run's row: FOR UPDATE over the join would lock the
-        # playbook's and the person's rows too, which every concurrent run
-        # start (its insert's foreign-key check) and turn waits on —
-        # deadlocks under 50 runs at once (bench/playbook_load.py).
-        run = (
-            PlaybookRun.objects.select_for_update(of=("self",))
-            .select_related("playbook", "actor")
-            .filter(pk=run_id)
-            .first()
-        )
-        if run is None or run.status not in ACTIVE_RUN_STATUSES:
+        run = _locked_active_run(run_id)
+        if run is None:
             return None
         # What the run records (its reasons) is in its person's language, as its turns are.
         language = language_from(stored=user_language(user=run.actor), fallback=settings.LANGUAGE_CODE)
@@ -94,6 +85,21 @@ def advance(run_id: int) -> int | None:
         if (run.status, run.current_node) != before:
             live.publish_changed(run)
         return turn_id
+
+
+def _locked_active_run(run_id: int) -> PlaybookRun | None:
+    """The run, locked for the caller's transaction, while it is active.
+    Only the run's row: FOR UPDATE over the join would lock the playbook's
+    and the person's rows too, which every concurrent run start (its
+    insert's foreign-key check) and turn waits on — deadlocks under 50 runs
+    at once (bench/playbook_load.py)."""
+    run = (
+        PlaybookRun.objects.select_for_update(of=("self",))
+        .select_related("playbook", "actor")
+        .filter(pk=run_id)
+        .first()
+    )
+    return run if run is not None and run.status in ACTIVE_RUN_STATUSES else None
 
 
 def _advance(run: PlaybookRun) -> int | None:
@@ -126,13 +132,8 @@ def wait_changed(run_id: int, turn_id: int) -> None:
     A signal for a turn that is no longer the run's current step, or that
     arrives after the run moved on or ended, changes nothing."""
     with transaction.atomic():
-        run = (
-            PlaybookRun.objects.select_for_update(of=("self",))
-            .select_related("playbook", "actor")
-            .filter(pk=run_id)
-            .first()
-        )
-        if run is None or run.status not in ACTIVE_RUN_STATUSES:
+        run = _locked_active_run(run_id)
+        if run is None:
             return
         node_run = NodeRun.objects.filter(run=run, index=run.current_node, turn_id=turn_id).first()
         turn_status = Turn.objects.filter(pk=turn_id).values_list("status", flat=True).first()
