@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import hmac
+import secrets
 import threading
 import uuid
 from collections import OrderedDict
@@ -37,6 +38,16 @@ def _digest(conversation_id: uuid.UUID, kind: str, value: str) -> str:
     key = _digest_key(settings.OWLAI_FIELD_KEY or settings.SECRET_KEY)
     message = f"{conversation_id}\x00{kind}\x00{normalised_value(kind, value)}".encode()
     return hmac.new(key, message, hashlib.sha256).hexdigest()
+
+
+# The digest of an entry for a COMPUTED value (DbVault.derived_tokens): random,
+# so no other value's lookup ever finds it, and marked, so the known values
+# never search for it. 64 characters like a keyed digest (the column's size).
+DERIVED_DIGEST_PREFIX = "derived-"
+
+
+def _derived_digest() -> str:
+    return DERIVED_DIGEST_PREFIX + secrets.token_hex((64 - len(DERIVED_DIGEST_PREFIX)) // 2)
 
 
 # Tokens known to be committed, by digest (which binds conversation, kind and
@@ -84,10 +95,12 @@ class _KnownCache:
         if turn_id is not None and read_in_turn == turn_id:
             return matcher
         triples = []
-        for row_id, kind, number, ciphertext in prepared.fetchall(
+        for row_id, kind, number, digest, ciphertext in prepared.fetchall(
             _rows_since_sql(), [_db_conversation_id(conversation_id), last_id]
         ):
             last_id = max(last_id, row_id)
+            if digest.startswith(DERIVED_DIGEST_PREFIX):
+                continue  # a computed value: never searched for (see DbVault.derived_tokens)
             try:
                 original = decrypt_text(ciphertext)
             except SecretUnavailable:
@@ -119,7 +132,7 @@ class _KnownCache:
 def _rows_since_sql() -> str:
     table = VaultEntry._meta.db_table
     return (
-        f'SELECT "id", "kind", "number", "ciphertext" FROM "{table}" '
+        f'SELECT "id", "kind", "number", "digest", "ciphertext" FROM "{table}" '
         'WHERE "conversation_id" = %s AND "id" > %s ORDER BY "id"'
     )
 
@@ -238,6 +251,67 @@ class DbVault:
         self._tokens.update(found)
         _remember_committed(found)
         _note_committed(self.conversation_id, [(requested[d][1], requested[d][0], token) for d, token in found.items()])
+
+    def derived_tokens(self, values: list[tuple[str, str]]) -> list[str]:
+        """Tokens for cells a statement COMPUTED from personal data (lineage
+        masked them, and they are not a column passed on unchanged), one per
+        (kind, value) in order: each a NEW token (its own entry, under a
+        random digest no lookup finds), never a known value.
+
+        A computed value can be made to equal any value the model chooses:
+        ``ascii(substr(CASE WHEN id = 1 THEN name ELSE chr(g) END, 1, 1))``.
+        Were its token the value's usual one, equal tokens would say which g
+        is the code; as a known value it would be masked wherever the model
+        writes it (``lpad(g::text, 4, '0')`` over 0..9999 finds
+        ``substr(phone, 5, 4)``); and reusing a token the vault already has
+        would too, since the detectors give model-written phones their
+        tokens (``'010-' || lpad(g::text, 4, '0') || '-0000'``). So no
+        reuse at all: ``SELECT '[이름-1]'`` returns a new token."""
+        tokens: list[str] = [""] * len(values)
+        fresh: dict[str, list[int]] = {}
+        for position, (kind, _value) in enumerate(values):
+            fresh.setdefault(kind, []).append(position)
+        for kind, positions in fresh.items():
+            top = self._allocate_derived(kind, [values[position][1] for position in positions])
+            for offset, position in enumerate(positions, 1):
+                tokens[position] = format_token(kind, top + offset)
+        return tokens
+
+    def _allocate_derived(self, kind: str, originals: list[str]) -> int:
+        """New entries numbered top+1, top+2, ... for `originals`; returns top."""
+        for _attempt in range(5):
+            try:
+                with transaction.atomic():
+                    _lock_open_conversation(self.conversation_id)
+                    top = (
+                        VaultEntry.objects.filter(conversation_id=self.conversation_id, kind=kind).aggregate(
+                            top=Max("number")
+                        )["top"]
+                        or 0
+                    )
+                    VaultEntry.objects.bulk_create(
+                        VaultEntry(
+                            conversation_id=self.conversation_id,
+                            kind=kind,
+                            number=top + offset,
+                            digest=_derived_digest(),
+                            ciphertext=encrypt_text(original),
+                        )
+                        for offset, original in enumerate(originals, 1)
+                    )
+                    return top
+            except IntegrityError:
+                continue  # another worker took a number meanwhile: count again
+        raise RuntimeError("could not allocate token numbers")
+
+    def is_derived(self, kind: str, number: int) -> bool:
+        """Is this token's entry a computed value's (see derived_tokens)?"""
+        digest = (
+            VaultEntry.objects.filter(conversation_id=self.conversation_id, kind=kind, number=number)
+            .values_list("digest", flat=True)
+            .first()
+        )
+        return bool(digest) and digest.startswith(DERIVED_DIGEST_PREFIX)
 
     def _number_for(self, kind: str, digest: str, value: str) -> int:
         existing = VaultEntry.objects.filter(conversation_id=self.conversation_id, kind=kind, digest=digest).first()

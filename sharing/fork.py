@@ -41,7 +41,13 @@ def _renumbering(source: DbVault, fork: DbVault, tokens: set[tuple[str, int]]) -
     for kind, number in sorted(tokens):
         old = f"[{LABEL_BY_KIND.get(kind, kind)}-{number}]"
         original = source.original_for(kind, number)
-        mapping[old] = fork.token_for(kind, original) if original else f"[{LABEL_BY_KIND.get(kind, kind)}]"
+        if not original:
+            mapping[old] = f"[{LABEL_BY_KIND.get(kind, kind)}]"
+        elif source.is_derived(kind, number):
+            # A computed value stays one in the fork: its own token, never a known value there.
+            (mapping[old],) = fork.derived_tokens([(kind, original)])
+        else:
+            mapping[old] = fork.token_for(kind, original)
     return mapping
 
 

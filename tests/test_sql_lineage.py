@@ -260,7 +260,10 @@ def test_sources_and_reasons() -> None:
         n_columns=5,
     )
     phone, count, city, literal, mixed = outputs
-    assert phone == OutputColumn(0, "phone", "phone", (("customers", "phone"),), "derived from customers.phone")
+    assert phone == OutputColumn(
+        0, "phone", "phone", (("customers", "phone"),), "derived from customers.phone", unchanged=True
+    )
+    assert not mixed.unchanged  # computed: its cells get tokens of their own
     assert (count.pii_kind, count.sources, count.reason) == (None, (), "count only")
     assert (city.pii_kind, city.sources) == (None, (("customers", "city"),))
     assert literal.pii_kind is None and "literal" in literal.reason

@@ -143,6 +143,10 @@ class Lineage:
     literal: frozenset[int] = frozenset()  # columns of only the model's own literals: returned as written
     own_columns: frozenset[int] = frozenset()  # literals next to non-personal data: the literals stay as written
     own_values: frozenset[str] = frozenset()  # the model's own literals, normalised
+    # Masked columns whose cells the statement computed (not a column passed
+    # on unchanged): each cell its own token, never a known value
+    # (chat.vault.DbVault.derived_tokens).
+    derived: frozenset[int] = frozenset()
 
 
 class Tool(Protocol):

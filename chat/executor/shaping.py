@@ -54,6 +54,13 @@ def shape(call: Call, output: Output, lineage: Lineage | None) -> str:
 
 def _masked(call: Call, payload: dict[str, Any], lineage: Lineage | None) -> dict[str, Any]:
     known = call.known()
+    counts = MaskCounts()
+    kinds, literal = (lineage.kinds, lineage.literal) if lineage is not None else ({}, frozenset())
+    if lineage is not None and lineage.derived and isinstance(payload.get(lineage.key), list):
+        rows, kinds, literal = derived_cells(
+            payload[lineage.key], kinds, lineage.origins, literal, lineage.derived, call.vault, counts
+        )
+        payload = {**payload, lineage.key: rows}
 
     def masking(vault, counts):
         out = {}
@@ -61,12 +68,12 @@ def _masked(call: Call, payload: dict[str, Any], lineage: Lineage | None) -> dic
             if lineage is not None and key == lineage.key:
                 out[key] = mask_rows(
                     value,
-                    column_kinds=lineage.kinds,
+                    column_kinds=kinds,
                     column_origins=lineage.origins,
                     vault=vault,
                     counts=counts,
                     known=known,
-                    literal_columns=lineage.literal,
+                    literal_columns=literal,
                     own_columns=lineage.own_columns,
                     own_values=lineage.own_values,
                 )
@@ -74,11 +81,49 @@ def _masked(call: Call, payload: dict[str, Any], lineage: Lineage | None) -> dic
                 out[key] = mask_value(value, vault, known)
         return out
 
-    counts = MaskCounts()
     masked = mask_with(call.vault, masking, counts)
     if counts and lineage is not None and lineage.record is not None:
         lineage.record(counts)
     return masked
+
+
+def derived_cells(
+    rows: list,
+    kinds: dict[int, str],
+    origins: dict[int, tuple[str, str]],
+    literal: frozenset[int],
+    derived: frozenset[int],
+    vault,
+    counts: MaskCounts,
+) -> tuple[list, dict[int, str], frozenset[int]]:
+    """The cells of the `derived` columns (masked whole, computed by the
+    statement) replaced by their tokens from `vault.derived_tokens`: each
+    its own token, never a known value (a vault without it, e.g. the
+    in-memory one, gives the usual token). Returns (rows, the kinds left to
+    mask_rows, the columns mask_rows returns as they are: the literals and
+    these, now tokens)."""
+    columns = {index: kind for index, kind in kinds.items() if index in derived}
+    wanted: list[tuple[str, str]] = []
+    for row in rows:
+        for index, kind in columns.items():
+            cell = row[index] if index < len(row) else None
+            if cell is not None and cell != "":
+                wanted.append((kind, str(cell)))
+    tokens = iter(
+        vault.derived_tokens(wanted)
+        if hasattr(vault, "derived_tokens")
+        else [vault.token_for(kind, value) for kind, value in wanted]
+    )
+    out = []
+    for row in rows:
+        row = list(row)
+        for index, kind in columns.items():
+            if index < len(row) and row[index] is not None and row[index] != "":
+                row[index] = next(tokens)
+                counts.add(origins.get(index, ("", "")), kind)
+        out.append(row)
+    remaining = {index: kind for index, kind in kinds.items() if index not in derived}
+    return out, remaining, literal | frozenset(columns)
 
 
 # A number written as a float inside text (a dataframe's CSV: "1012345678.0",

@@ -189,7 +189,7 @@ class RunSql:
     def lineage(self, call: Call, output: Output) -> Lineage:
         access: DbAccess = call.target.resource
         executed: Reidentified = call.state["executed"]
-        kinds, origins, literal, own = column_kinds(
+        kinds, origins, literal, own, derived = column_kinds(
             access.connection,
             executed.sql,
             call.state["columns"],
@@ -204,6 +204,7 @@ class RunSql:
             literal=literal,
             own_columns=own,
             own_values=own_literals(call.statement, access.connection.sql_dialect) if own else frozenset(),
+            derived=derived,
         )
 
 
@@ -389,7 +390,11 @@ def column_kinds(
     )
     if outputs is not predicted or len(outputs) != len(columns):
         literal = own = frozenset()
-    return kinds, origins, literal, own
+    # Masked columns that are not a schema column passed on unchanged: their
+    # cells were computed, each gets its own token (DbVault.derived_tokens).
+    unchanged = {o.index for o in outputs if o.unchanged} if outputs is predicted else set()
+    derived = frozenset(index for index in kinds if index not in unchanged)
+    return kinds, origins, literal, own, derived
 
 
 _LITERAL_TOKENS = ("STRING", "NATIONAL_STRING", "RAW_STRING", "HEREDOC_STRING")
@@ -430,10 +435,14 @@ def mask_sql_rows(
     callers outside a tool call, e.g. bench/executor.py)."""
     if schema is None:
         schema = tainted_schema(connection, revision)
-    kinds, origins, literal, _own = column_kinds(
+    kinds, origins, literal, _own, derived = column_kinds(
         connection, sql, columns, schema=schema, tainted_literals=tainted_literals
     )
     counts = MaskCounts()
+    if derived:
+        from chat.executor.shaping import derived_cells
+
+        rows, kinds, literal = derived_cells(rows, kinds, origins, literal, derived, vault, counts)
     masked = mask_with(
         vault,
         lambda v, c: mask_rows(

@@ -323,7 +323,7 @@ def token_kind(kind: str | None) -> str | None:
 def _labelled(output: OutputColumn) -> OutputColumn:
     if output.pii_kind != FREE_TEXT:
         return output
-    return OutputColumn(output.index, output.name, _DOUBT_KIND, output.sources, output.reason, output.literal)
+    return replace(output, pii_kind=_DOUBT_KIND)
 
 
 def rows_read_pii(

@@ -58,13 +58,21 @@ class _Fallback:
         by_name = self._by_name(root, pii)
         if by_name is not None:
             outputs = []
+            items = root.selects if isinstance(root, exp.Select) else []
             for index, (name, sources, taints) in enumerate(by_name):
                 output = self._output(index, name, (frozenset(sources), frozenset(taints), frozenset()))
                 if output.pii_kind:
                     shown = ", ".join(_source_text(s) for s in output.sources[:3] if s in pii)
                     detail = f"name matches {shown}" if shown else output.reason.removesuffix("; masked")
                     reason = f"lineage unresolved: {why}; {detail}; masked"
-                    outputs.append(OutputColumn(index, name, output.pii_kind, output.sources, reason))
+                    # A bare column of a plain table (a flat SELECT): the table's own values.
+                    item = items[index] if len(items) == len(by_name) else None
+                    item = item.this if isinstance(item, exp.Alias) else item
+                    bare = type(item) is exp.Column and not isinstance(item.this, exp.Star)
+                    unchanged = bare and not taints and {item.name.lower()} == {column for _, column in sources}
+                    outputs.append(
+                        OutputColumn(index, name, output.pii_kind, output.sources, reason, unchanged=unchanged)
+                    )
                 else:
                     reason = f"lineage unresolved: {why}; no personal-data column name"
                     outputs.append(OutputColumn(index, name, None, (), reason))

@@ -30,6 +30,15 @@ class OutputColumn:
     # read and nothing re-identified, so the output says nothing the model
     # did not write (not matched against the vault: no membership oracle).
     literal: bool = False
+    # The output is a schema column passed on unchanged (through derived
+    # tables, CTEs and set operations that select it as is): each cell is a
+    # value the database holds, never one the statement computed. Only such
+    # a value may become a known value (searched for in later outputs) or
+    # share its token with an equal value: a computed one (``ascii(name)``,
+    # ``substr(phone, 5, 4)``, ``CASE WHEN ... THEN g END``) can be made to
+    # equal any value the model chooses, and a token or a known-value match
+    # shared with it would say which (a codebook).
+    unchanged: bool = False
 
 
 class _Unresolved(Exception):

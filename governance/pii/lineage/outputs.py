@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 
 from sqlglot import exp
 from sqlglot.optimizer.qualify import qualify
@@ -51,8 +52,20 @@ class _Outputs:
         outputs = []
         for index in range(count):
             found = self._scope_output(root_scope, index, full=False)
-            outputs.append(self._output(index, display[index], found, self._plain_free_text(root_scope, index, found)))
+            output = self._output(index, display[index], found, self._plain_free_text(root_scope, index, found))
+            if output.pii_kind and self._unchanged(root_scope, index, found):
+                output = replace(output, unchanged=True)
+            outputs.append(output)
         return outputs
+
+    def _unchanged(self, root_scope: Scope, index: int, found: _Found) -> bool:
+        """Is output ``index`` nothing but schema columns passed on unchanged,
+        with no other taint (a tainted literal, an unknown relation, a
+        rewrite)? Row choice (filters, sorting) adds sources, not values."""
+        if found[1]:
+            return False
+        plain = self._plain_output(root_scope, index, 0)
+        return bool(plain)
 
     def _plain_free_text(self, root_scope: Scope, index: int, found: _Found) -> frozenset[Source]:
         """The free-text sources of output ``index`` when that output is
