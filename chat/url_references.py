@@ -25,6 +25,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import hmac
+import html
 import re
 import urllib.parse
 import uuid
@@ -38,6 +39,7 @@ from django.utils.translation import gettext_lazy
 from audit.events import audit_event_write
 from audit.models import EventKind
 from chat.models import Conversation, UrlReference
+from governance.connectors.spelling import normalised_text
 from governance.field_crypto import SecretUnavailable, decrypt_text, encrypt_text
 
 REFERENCE_PATTERN = re.compile(r"\[URL-(\d{1,9})\]")
@@ -376,9 +378,42 @@ def _split_trailing(found: str) -> tuple[str, str]:
     return url, found[len(url) :]
 
 
+# Spellings a reader takes for a URL's separators that the pattern below does
+# not: JSON escapes (`https:\/\/…`, `\u002f`: PHP's json_encode writes every
+# slash so, and such text lands in database columns and documents as it is),
+# HTML character references (`&#47;`, `&sol;`), full-width forms (NFKC) and
+# slashes that only look like one.
+_RESPELLED = re.compile(r"[\\&\uff00-\uffef\u2044\u2215\u2571\u29f8\u200b-\u200f\u2060\ufeff\u00ad]")
+_LOOKALIKE_SLASHES = str.maketrans({"\u2044": "/", "\u2215": "/", "\u2571": "/", "\u29f8": "/"})
+
+
+def _url_spelling(text: str) -> str:
+    """`text` with the spellings above read as what they stand for (the same
+    object when there are none)."""
+    if _RESPELLED.search(text) is None:
+        return text
+    spelled = normalised_text(text)
+    if "&" in spelled:
+        spelled = html.unescape(spelled)
+    return spelled.translate(_LOOKALIKE_SLASHES)
+
+
 def references_in_text(text: str, reference_for) -> str:
     """`text` with every URL that is not plain replaced by
-    `reference_for(url)`, and every plain one percent-decoded."""
+    `reference_for(url)`, and every plain one percent-decoded. A URL that is
+    not plain once its separators are read as a reader reads them (see
+    `_url_spelling`) counts too: then the text is shown in that spelling,
+    with the reference (the URLs found as written keep their spelling)."""
+    shown = _references(text, reference_for)
+    spelled = _url_spelling(shown)
+    if spelled is not shown:
+        found = _references(spelled, reference_for)
+        if found != spelled:
+            return found
+    return shown
+
+
+def _references(text: str, reference_for) -> str:
     # No URL can be in it (the usual cell): substring tests, then one scan.
     if "/" not in text and ":" not in text and "?" not in text and "#" not in text and "%" not in text:
         return text

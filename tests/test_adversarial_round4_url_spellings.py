@@ -1,0 +1,74 @@
+"""Found by adversarial review (round 4): a secret-bearing URL in another
+SPELLING of its separators reached the model in clear.
+
+Class: URL REFERENCES / SPELLINGS. chat.url_references finds URLs by their
+ASCII separators (``://``, ``/``, ``?``). Written with JSON-escaped slashes
+(``https:\\/\\/hooks.slack.com\\/services\\/…``: PHP's json_encode writes
+every slash that way, and such text sits in database columns and documents
+as it is), ``\\u002f`` escapes, HTML character references, full-width forms or
+look-alike slashes, the webhook URL matched nothing and was shown as
+written; a reader (the model) takes it for the URL. The connector client
+already spells its output one way (governance.connectors.spelling), SQL
+cells and document hits did not.
+
+Fix: references_in_text also reads the text in that spelling (JSON escapes,
+NFKC, HTML references, look-alike slashes); a URL that is not plain there is
+a reference, and the text is shown in that spelling. Each test failed
+before the fix.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from chat.url_references import references_in_text
+from tests.support.governed import governed_connection
+
+SECRET = "XXXXXXXXXXXXXXXXXXXXXXXX"
+
+RESPELLED = [
+    '{"hook":"https:\\/\\/hooks.slack.com\\/services\\/T000\\/B000\\/' + SECRET + '"}',
+    "https:\\\\/\\\\/hooks.slack.com\\\\/services\\\\/T0\\\\/B0\\\\/" + SECRET,
+    "https\\u003a\\u002f\\u002fhooks.slack.com\\u002fservices\\u002fT0\\u002fB0\\u002f" + SECRET,
+    "https&#58;&#47;&#47;hooks&#46;slack&#46;com&#47;services&#47;T0&#47;B0&#47;" + SECRET,
+    "https:&sol;&sol;hooks.slack.com&sol;services&sol;T0&sol;B0&sol;" + SECRET,
+    "https:\u2215\u2215hooks.slack.com\u2215services\u2215T0\u2215B0\u2215" + SECRET,
+    "ｈｔｔｐｓ：／／hooks.slack.com／services／T0／B0／" + SECRET,
+    "https:\\/\\/deploy:" + SECRET + "@git.example.com\\/repo.git",
+]
+
+
+@pytest.mark.parametrize("text", RESPELLED)
+def test_a_respelled_secret_url_becomes_a_reference(text):
+    seen: list[str] = []
+    shown = references_in_text(text, lambda url: seen.append(url) or "[URL-1]")
+    assert SECRET not in shown and "[URL-1]" in shown, shown
+    assert seen and all(SECRET in url for url in seen), seen
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "https:\\/\\/en.wikipedia.org\\/wiki\\/Seoul",  # a plain URL stays as written
+        "a\\/b and c&amp;d",
+        "고객 메모: 배송 전 연락",
+        "ｆｕｌｌ ｗｉｄｔｈ ｔｅｘｔ",
+    ],
+)
+def test_text_without_a_secret_url_stays_as_written(text):
+    assert references_in_text(text, lambda url: "[URL-1]") == text
+
+
+@pytest.mark.django_db
+@pytest.mark.services
+def test_pg_a_json_escaped_webhook_in_a_cell_becomes_a_reference(pg_customer_db, django_user_model):
+    governed = governed_connection(pg_customer_db, django_user_model)
+    payload, outcome = governed.run(
+        "SELECT o.id, 'https:\\/\\/hooks.slack.com\\/services\\/T000\\/B000\\/' || o.id || 'XXXXXXXXXXXXXXXX' "
+        "FROM orders o WHERE o.id = 1"
+    )
+    assert outcome == "success", payload
+    shown = json.dumps(payload)
+    assert "XXXXXXXXXXXXXXXX" not in shown and "[URL-" in shown, shown
