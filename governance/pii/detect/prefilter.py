@@ -237,6 +237,8 @@ _WHOLE_CHAIN = re.compile(r"[0-9]+(?:-[0-9]+){2,}|[0-9]+(?:\.[0-9]+){2,}", re.AS
 def _odd_separators(scan: str, start: int, end: int) -> bool:
     """Doubled separators, or two of hyphen, dot and space mixed, in a region: for the fold."""
     region = scan[start:end]
+    if "--" not in region and region.replace("-", "").isdigit():
+        return False  # the usual region: digits, single hyphens between them (one kind, none doubled)
     if _DOUBLED_SEPARATORS.search(region):
         return True
     separators = ("-" in region) + ("." in region) + (" " in region)
