@@ -34,6 +34,7 @@ import re
 
 from governance.pii.detect.match import opaque_runs
 from governance.pii.detect.offsets import Builder, Mapped
+from governance.pii.detect.prefilter import normalised_text
 from governance.pii.textforms import NORMALISE
 
 _WORD_DIGITS = {
@@ -77,8 +78,8 @@ def fold(text: str, hyphens: bool = False, joined: bool = False) -> Mapped | Non
     `joined`: only runs with number words fold, their separators dropped."""
     out = Builder()
     changed = False
-    first = text.translate(NORMALISE)
-    if first != text:
+    first = normalised_text(text)
+    if first is not text and first != text:
         for i, ch in enumerate(text):
             out.put(NORMALISE.get(ord(ch), ch), i, i + 1)
         mapped = out.build()

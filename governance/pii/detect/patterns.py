@@ -67,18 +67,21 @@ _CHAIN_BODY = rf"{_CHAIN_BEFORE}\d++(?:[ \t]?[-.][ \t]?\d++){{0,4}}+{_CHAIN_AFTE
 _SPACED_BODY = rf"{_CHAIN_BEFORE}(?<![0-9][ \t])\d{{2,7}}(?:{_SEP}\d{{2,7}}){{1,3}}{_CHAIN_AFTER}"
 
 # The master regex: at each position that does not continue a digit run, every
-# format is tried in its own optional lookahead and captured if it matches; the
-# final conditional drops positions where nothing matched. One pass in C thus
-# yields every candidate of every kind, overlapping ones included, and Python
-# only validates them (dates, Luhn, layouts) and resolves overlaps.
+# format is tried in its own lookahead, captured if it matches, else the empty
+# branch; the final conditional drops positions where nothing matched. One
+# pass in C thus yields every candidate of every kind, overlapping ones
+# included, and Python only validates them (dates, Luhn, layouts) and
+# resolves overlaps. "(?:(?=...)|)" rather than "(?:(?=...))?": the same
+# match, but a group with captures under "?" runs `re`'s general repeat,
+# which saves and restores the marks at each try (a fifth of the scan).
 _MASTER = re.compile(
     rf"""
     (?<![0-9])(?=[0-9+(])
-    (?:(?=(?P<rrn>{_RRN_BODY})))?
-    (?:(?=(?P<card>{_CARD_BODY})))?
-    (?:(?=(?P<phone>{_PHONE_BODY})))?
-    (?:(?=(?P<chain>{_CHAIN_BODY})))?
-    (?:(?=(?P<spaced>{_SPACED_BODY})))?
+    (?:(?=(?P<rrn>{_RRN_BODY}))|)
+    (?:(?=(?P<card>{_CARD_BODY}))|)
+    (?:(?=(?P<phone>{_PHONE_BODY}))|)
+    (?:(?=(?P<chain>{_CHAIN_BODY}))|)
+    (?:(?=(?P<spaced>{_SPACED_BODY}))|)
     (?(rrn)|(?(card)|(?(phone)|(?(chain)|(?(spaced)|(?!))))))
     """,
     re.ASCII | re.VERBOSE,

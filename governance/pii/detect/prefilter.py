@@ -42,6 +42,18 @@ NORMALISABLE_BMP = _char_class([cp for cp in _NORMALISE if cp < 0x10000])
 # Characters whose replacement is not one character ("" or "10" for ⑩):
 # only these move offsets, so only these are recorded in the offset map.
 _RESIZING = re.compile(f"[{_char_class([cp for cp, rep in _NORMALISE.items() if len(rep) != 1])}]")
+# Any character the table may change. str.translate with the table (a dict
+# of ~2,000 entries) looks every character up, which costs ten times this
+# search on a memo; text without such a character (the usual Korean text on
+# the slow path) is returned as it is.
+_NORMALISABLE = re.compile(f"[{NORMALISABLE_BMP}\\U00010000-\\U0010ffff]")
+
+
+def normalised_text(text: str) -> str:
+    """text.translate(NORMALISE), without the translation when nothing would change."""
+    return text if _NORMALISABLE.search(text) is None else text.translate(_NORMALISE)
+
+
 # Slash and underscore between digits: "010/1234/5678", "900101_1234567".
 _DIGIT_SEP = re.compile(r"[0-9][/_][0-9]", re.ASCII)
 _SLASHED_RUN = re.compile(r"[0-9]+(?:[/_][0-9]+)+", re.ASCII)
@@ -225,6 +237,8 @@ _WHOLE_CHAIN = re.compile(r"[0-9]+(?:-[0-9]+){2,}|[0-9]+(?:\.[0-9]+){2,}", re.AS
 def _odd_separators(scan: str, start: int, end: int) -> bool:
     """Doubled separators, or two of hyphen, dot and space mixed, in a region: for the fold."""
     region = scan[start:end]
+    if "--" not in region and region.replace("-", "").isdigit():
+        return False  # the usual region: digits, single hyphens between them (one kind, none doubled)
     if _DOUBLED_SEPARATORS.search(region):
         return True
     separators = ("-" in region) + ("." in region) + (" " in region)
@@ -266,7 +280,9 @@ _Moves = tuple[list[int], list[tuple[int, int, int]]]
 
 def _normalised(text: str) -> tuple[str, _Moves | None]:
     """The text as the detectors read it (see _normalisation_table), and its offset map."""
-    scan = text.translate(_NORMALISE)
+    scan = normalised_text(text)
+    if scan is text:
+        return scan, None
     keys: list[int] = []
     moves: list[tuple[int, int, int]] = []
     shift = 0
