@@ -89,6 +89,30 @@ def test_deltas_are_coalesced_not_stored_per_token(personas, settings, published
     assert published[-1]["type"] == "message.completed"
 
 
+@pytest.mark.django_db
+def test_the_answers_tail_is_held_with_the_completed_message_and_stored_in_one_write(
+    personas, settings, monkeypatch
+):
+    """The delta text still pending when the message completes is not
+    written on its own: it goes with message.completed into the next write
+    (the turn's end, or a tool call's first event), one statement."""
+    settings.OWLAI_DELTA_COALESCE_SECONDS = 60
+    writes: list[list[str]] = []
+    monkeypatch.setattr("chat.events.publish_all", lambda group, frames: writes.append([f["type"] for f in frames]))
+    conversation = conversation_create(owner=personas.staff)
+    turn = Turn.objects.create(conversation=conversation, status=TurnStatus.RUNNING)
+    emit = make_emitter(group=conversation.group_name, turn_id=turn.pk)
+    for token in ["첫 ", "조각", "들"]:
+        emit("message.delta", {"text": token})
+    emit("message.completed", {"text": "첫 조각들"})
+    assert writes == [["message.delta"]]  # the first piece at once, the rest held
+    emit("tool.started", {"id": "call-1"})
+    assert writes == [["message.delta"], ["message.delta", "message.completed"], ["tool.started"]]
+    rows = stored(turn)
+    assert [r["seq"] for r in rows] == [1, 2, 3, 4]
+    assert "".join(r["text"] for r in rows if r["type"] == "message.delta") == "첫 조각들"
+
+
 @pytest.mark.django_db(transaction=True)
 def test_a_turns_last_events_are_stored_with_its_end_and_sent_as_one_message(personas, install_models, monkeypatch):
     """The answer's last delta, message.completed and turn.finished are

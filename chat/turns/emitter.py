@@ -4,10 +4,12 @@ hands every event to the journal (chat.turns.journal, the one writer).
 `message.delta` text is coalesced: pieces arriving within
 OWLAI_DELTA_COALESCE_SECONDS of the last stored delta are held and go out
 with the next piece or the next other event, so a fast model costs a row per
-~50 ms rather than a row per token. `message.completed` is held too: it is
-followed by the next tool call or, most often, by the end of the turn, which
-stores it with its own events (`take_held`) and sends it with
-`turn.finished` as one message.
+~50 ms rather than a row per token. `message.completed` is held too, with
+the delta text not yet stored: it is followed by the next tool call or, most
+often, by the end of the turn, which stores them with its own events
+(`take_held`) and sends them with `turn.finished` as one message; a tool
+call stores them in one write before its own (`flush`). Either way the
+answer's tail costs no write of its own.
 
 Only a running turn's events are written: once the turn is no longer running
 (the recovery job failed it, Stop ended it), or a number it would take is
@@ -45,18 +47,21 @@ class TurnEmitter:
             if time.monotonic() - self._last_delta >= settings.OWLAI_DELTA_COALESCE_SECONDS:
                 self._flush_deltas()
             return
-        self.flush()
-        if event_type == ServerEvent.MESSAGE_COMPLETED:
+        if event_type == ServerEvent.MESSAGE_COMPLETED and self._held is None:
+            # The pending delta text stays held with it (it comes just
+            # before, in order): whatever follows stores both in its write.
             self._held = (event_type, payload)
             return
+        self.flush()
         self._store(event_type, payload)
 
     def flush(self) -> None:
-        """Store and publish what is held (delta text, a completed message)."""
-        self._flush_deltas()
-        if self._held is not None:
-            held, self._held = self._held, None
-            self._store(*held)
+        """Store and publish what is held (delta text, a completed message),
+        in one write."""
+        held = self.take_held()
+        if held:
+            self._last_delta = time.monotonic()
+            self._store_frames(held)
 
     def take_held(self) -> list[tuple[str, dict]]:
         """What is held, for the caller to store with its own events."""
@@ -80,18 +85,19 @@ class TurnEmitter:
             self._store(ServerEvent.MESSAGE_DELTA, {"text": text})
 
     def _store(self, event_type: str, payload: dict) -> None:
+        self._store_frames([(event_type, payload)])
+
+    def _store_frames(self, frames: list[tuple[str, dict]]) -> None:
         if self.lost:
             return
         try:
-            stored = journal.append(
-                turn_id=self.turn_id, group=self.group, frames=[(event_type, payload)], when=(TurnStatus.RUNNING,)
-            )
+            stored = journal.append(turn_id=self.turn_id, group=self.group, frames=frames, when=(TurnStatus.RUNNING,))
         except IntegrityError:
             stored = None
         except DatabaseError:
             # Not stored means not sent: a client must never see a frame a
             # resync could not give back. The turn itself goes on.
-            logger.exception("turn %s: could not store %s", self.turn_id, event_type)
+            logger.exception("turn %s: could not store %s", self.turn_id, ", ".join(kind for kind, _ in frames))
             return
         if stored is None:
             self.lost = True
