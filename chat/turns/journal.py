@@ -39,13 +39,19 @@ def append(
     when: Sequence[str] = ANY_STATUS,
     changes: dict[str, Any] | None = None,
     rows: Sequence[models.Model] = (),
+    guard: tuple[str, Sequence[Any]] | None = None,
 ) -> list[dict] | None:
     """Store `frames` (event type, payload) as the turn's next events, with
     the turn's `changes` (field name -> value) and new `rows` (e.g. its
-    messages), only if the turn's status is one of `when` (any when empty).
+    messages), only if the turn's status is one of `when` (any when empty)
+    and, with a `guard` (a write returning rows, %s placeholders, and its
+    parameters), only if the guard returned a row. The guard runs in the
+    same statement (PostgreSQL: it stays applied when the turn was not in
+    `when`) or, elsewhere, the same transaction (undone with the rest).
     Returns the stored frames (published after commit), or None when the turn
-    was not in `when`: then nothing is written. Raises IntegrityError when a
-    number is already taken (a row written behind this module's back)."""
+    was not in `when` or the guard found nothing: then nothing is written.
+    Raises IntegrityError when a number is already taken (a row written
+    behind this module's back)."""
     changes = changes or {}
     names = tuple(sorted(changes))
     count = len(frames)
@@ -53,12 +59,14 @@ def append(
     update_params = [*change_params, turn_id]
     drafts = [TurnEvent(turn_id=turn_id, seq=0, type=str(kind), payload=payload) for kind, payload in frames]
     if prepared.writes_in_with():
-        params = [*update_params]
+        params = [*guard[1]] if guard else []
+        params.extend(update_params)
         for row in rows:
             params.extend(prepared.insert_values(row))
         for draft in drafts:
             params.extend(_event_values(draft))
-        statement = _append_sql(names, tuple(when), count, tuple(type(row) for row in rows))
+        shapes = tuple(type(row) for row in rows)
+        statement = _append_sql(names, tuple(when), count, shapes, guard[0] if guard else None)
         if connection.in_atomic_block:
             # A savepoint, so a refused number leaves the caller's transaction usable.
             with transaction.atomic():
@@ -71,18 +79,27 @@ def append(
             return None
         _number(drafts, found[0][0])
     else:
-        with transaction.atomic():
-            found = prepared.fetchall(_count_sql(names, tuple(when), count), update_params)
-            if not found:
-                return None
-            for row in rows:
-                row.save(force_insert=True)
-            _number(drafts, found[0][0])
-            for draft in drafts:
-                prepared.insert(draft)
+        try:
+            with transaction.atomic():
+                if guard and not prepared.fetchall(*guard):
+                    raise _NotApplied
+                found = prepared.fetchall(_count_sql(names, tuple(when), count), update_params)
+                if not found:
+                    raise _NotApplied  # undoes the guard's write
+                for row in rows:
+                    row.save(force_insert=True)
+                _number(drafts, found[0][0])
+                for draft in drafts:
+                    prepared.insert(draft)
+        except _NotApplied:
+            return None
     stored = [draft.as_frame() for draft in drafts]
     publish_after_commit(group, stored)
     return stored
+
+
+class _NotApplied(Exception):
+    """The turn was not in the expected state, or the guard found nothing."""
 
 
 def _number(drafts: list[TurnEvent], last: int) -> None:
@@ -114,13 +131,16 @@ def _event_values(draft: TurnEvent) -> list:
 
 
 @cache
-def _count_sql(names: tuple[str, ...], when: tuple[str, ...], count: int) -> str:
+def _count_sql(names: tuple[str, ...], when: tuple[str, ...], count: int, guarded: bool = False) -> str:
     """The conditional UPDATE that takes `count` numbers (and applies the
-    transition's changes); returns the turn's new last number."""
+    transition's changes); returns the turn's new last number. `guarded`:
+    only if the statement's `guard` returned a row."""
     sets = "".join(f", {Turn._meta.get_field(name).column} = %s" for name in names)
     condition = ""
     if when:
         condition = " AND status IN (" + ", ".join(f"'{status}'" for status in when) + ")"
+    if guarded:
+        condition += " AND EXISTS (SELECT 1 FROM guard)"
     return (
         f"UPDATE {Turn._meta.db_table} SET last_seq = last_seq + {count}{sets}"
         f" WHERE id = %s{condition} RETURNING last_seq"
@@ -128,11 +148,12 @@ def _count_sql(names: tuple[str, ...], when: tuple[str, ...], count: int) -> str
 
 
 @cache
-def _append_sql(names: tuple[str, ...], when: tuple[str, ...], count: int, shapes: tuple) -> str:
-    """PostgreSQL: `_count_sql`, and only if it matched, the new rows and the
-    events numbered from its result, in one statement (prepared: every
-    streamed delta of every turn runs it)."""
-    parts = [f"counted AS ({_count_sql(names, when, count)})"]
+def _append_sql(names: tuple[str, ...], when: tuple[str, ...], count: int, shapes: tuple, guard: str | None) -> str:
+    """PostgreSQL: the guard, then `_count_sql`, and only if it matched, the
+    new rows and the events numbered from its result, in one statement
+    (prepared: every streamed delta of every turn runs it)."""
+    parts = [f"guard AS ({guard})"] if guard else []
+    parts.append(f"counted AS ({_count_sql(names, when, count, guarded=guard is not None)})")
     for n, model in enumerate(shapes):
         fields = prepared.insert_fields(model)
         parts.append(

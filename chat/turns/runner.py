@@ -33,7 +33,7 @@ from chat.model_clients import client_for
 from chat.models import Conversation, Message, MessageRole, Turn, TurnStatus, UrlReference, VaultEntry
 from chat.prompt import mention_note, mentioned_targets, turn_inputs
 from chat.protocol import ServerEvent
-from chat.turns import handover, heartbeat, lifecycle, model_choice, origins
+from chat.turns import handover, heartbeat, journal, lifecycle, model_choice, origins
 from chat.turns import statements as sql
 from chat.turns.emitter import TurnEmitter
 from chat.turns.timing import TurnClock
@@ -139,23 +139,28 @@ def _run(turn: Turn) -> None:
 
     # 2. A conversation keeps the tier it started with: one conditional
     # UPDATE pins it (or finds it pinned to this tier); only a refusal reads
-    # why.
-    # The same statement records the turn's model (where the database runs
-    # writes in WITH; elsewhere a second statement).
+    # why. Only if it pinned, the turn records its model and says it was
+    # accepted: one write (chat.turns.journal) with the pin as its guard.
     now = connection.ops.adapt_datetimefield_value(timezone.now())
     key = sql.conversation_key(conversation.pk)
     model = resolved.model
     with_model = bool(turn.requested_model)
     pin = [resolved.tier, now, model.pk, key, resolved.tier] if with_model else [resolved.tier, now, key, resolved.tier]
-    turn_model = [model.name, model.provider.name, resolved.tier, turn.pk]
-    if prepared.writes_in_with():
-        pinned = prepared.fetchall(sql.pin_and_record(with_model), [*pin, *turn_model])
-    else:
-        pinned = prepared.fetchall(sql.pin(with_model), pin)
-        if pinned:
-            prepared.fetchall(sql.turn_model(), turn_model)
+    accepted = {
+        "model": str(model),
+        "tier": resolved.tier,
+        "offline_demo": model.provider.kind == ProviderKind.OFFLINE_DEMO,
+    }
+    pinned = journal.append(
+        turn_id=turn.pk,
+        group=emit.group,
+        frames=[(ServerEvent.TURN_ACCEPTED, accepted)],
+        when=(TurnStatus.RUNNING,),
+        changes={"model_name": model.name, "provider_name": model.provider.name, "tier": resolved.tier},
+        guard=(sql.pin(with_model), pin),
+    )
     reject_reason = ""
-    if not pinned:
+    if pinned is None:
         current = Conversation.objects.filter(pk=conversation.pk).values_list("tier", "deleted_at").first()
         if current is None or current[1] is not None:
             reject_reason = _("This conversation was deleted.")
@@ -171,14 +176,6 @@ def _run(turn: Turn) -> None:
     turn.provider_name = model.provider.name
     turn.tier = resolved.tier
     ctx = _turn_context(turn, conversation, model, tier=resolved.tier)
-    emit(
-        ServerEvent.TURN_ACCEPTED,
-        {
-            "model": str(model),
-            "tier": resolved.tier,
-            "offline_demo": model.provider.kind == ProviderKind.OFFLINE_DEMO,
-        },
-    )
     _converse(turn, emit, ctx, model, ToolSession(ctx=ctx, approvals=ConnectorApprovalGate()))
 
 

@@ -124,26 +124,12 @@ def claimed_turn(*, from_claim: bool) -> str:
 @cache
 def pin(with_model: bool) -> str:
     """Pin the conversation's tier (and model), unless deleted or already
-    pinned to another tier (prepared: every turn)."""
+    pinned to another tier (prepared: every turn, as the guard of its
+    `turn.accepted`, chat.turns.runner)."""
     model = ", model_id = %s" if with_model else ""
     return (
         f"UPDATE {Conversation._meta.db_table} SET tier = %s, updated_at = %s{model}"
         " WHERE id = %s AND deleted_at IS NULL AND (tier = '' OR tier = %s) RETURNING id"
-    )
-
-
-@cache
-def turn_model() -> str:
-    """What the turn runs on, recorded with the pin (`pin_and_record`)."""
-    return f"UPDATE {Turn._meta.db_table} SET model_name = %s, provider_name = %s, tier = %s WHERE id = %s RETURNING id"
-
-
-@cache
-def pin_and_record(with_model: bool) -> str:
-    """`pin`, and only if it pinned, `turn_model`: one statement."""
-    return (
-        f"WITH pinned AS ({pin(with_model)}) {turn_model().removesuffix(' RETURNING id')}"
-        " AND EXISTS (SELECT 1 FROM pinned) RETURNING id"
     )
 
 
