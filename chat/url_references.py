@@ -252,7 +252,15 @@ URL_PATTERN = re.compile(
     # At the start of a name (one start per word: linear time), with user
     # information if it has any.
     r"(?<![\w.%+-])(?:[\w.%+-]{1,64}(?::[^\s/@\"'<>\\`]{0,64})?@)?"
-    r"(?:[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z]{2,63}(?::\d{1,5})?[/?#]" + _URL_END,
+    r"(?:[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z]{2,63}(?::\d{1,5})?[/?#]" + _URL_END + r"|"
+    # An authority with a password and nothing after it (a DSN without its
+    # scheme: "admin:S3cret@db.internal", "app:pw@10.0.0.5:5432"): the part
+    # before the colon is an ASCII name, so a label in Korean before an
+    # e-mail ("이메일:kim@example.com") is not one. Not after a slash: that is
+    # a URL's authority, read whole with its scheme (also once its escaped
+    # slashes are read, `references_in_text`).
+    r"(?<![\w.%+/\\-])[a-z0-9._%+-]{1,64}:[^\s/@\"'<>\\`]{1,128}@"
+    r"(?:[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?\.)*[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?(?::\d{1,5})?",
     re.IGNORECASE,
 )
 # What every match of URL_PATTERN contains (cheap first tests: substring
@@ -264,6 +272,8 @@ _DOT_NAME = re.compile(r"\.[a-z]{2,63}(?::\d|[/?#])", re.IGNORECASE)
 def _maybe_url(text: str) -> bool:
     if "://" in text:
         return True
+    if ":" in text and "@" in text:
+        return True  # user information, perhaps a password
     if "%" in text or ":" in text:
         lowered = text.lower()
         if "%3a%2f%2f" in lowered or any(scheme in lowered for scheme in _OPAQUE_SCHEMES):

@@ -72,3 +72,29 @@ def test_pg_a_json_escaped_webhook_in_a_cell_becomes_a_reference(pg_customer_db,
     assert outcome == "success", payload
     shown = json.dumps(payload)
     assert "XXXXXXXXXXXXXXXX" not in shown and "[URL-" in shown, shown
+
+
+# A password in an authority with nothing after it (a DSN without its
+# scheme) matched no URL shape (they need a scheme or a path) and stayed in
+# clear. Failed before the fix.
+@pytest.mark.parametrize(
+    "text",
+    [
+        "admin:" + SECRET + "@db.internal",
+        "접속 정보 app:" + SECRET + "@10.0.0.5:5432 입니다",
+        "(svc_user:" + SECRET + "@db-primary)",
+    ],
+)
+def test_a_password_in_a_bare_authority_becomes_a_reference(text):
+    seen: list[str] = []
+    shown = references_in_text(text, lambda url: seen.append(url) or "[URL-1]")
+    assert SECRET not in shown and "[URL-1]" in shown, shown
+    assert seen and all(SECRET in url for url in seen), seen
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["이메일:kim@example.com", "회의 10:30 kim@example.com", "비율 3:1@ 기준", "kim@example.com"],
+)
+def test_a_label_or_a_time_before_an_email_is_not_an_authority(text):
+    assert references_in_text(text, lambda url: "[URL-1]") == text
