@@ -109,11 +109,11 @@ class SweepTimer:
             leases.heartbeat(self.holder, ProcessHeartbeat.KIND_WORKER)
             leases.heartbeats_prune(older_than_seconds=24 * 3600)
             self._last_heartbeat = now
-        for name in sweep_periods():
-            if self._running.get(name) is not None and self._running[name].is_alive():
+        idle = [name for name in sweep_periods() if not (name in self._running and self._running[name].is_alive())]
+        held = _leases_held(idle)  # one cheap read first: most ticks start nothing
+        for name in idle:
+            if name in held:
                 continue
-            if not _lease_free(name):
-                continue  # cheap read first: most ticks start nothing
             task = self.app.tasks.get(name)
             if task is None:
                 continue
@@ -163,9 +163,11 @@ class SweepTimer:
             return ""
 
 
-def _lease_free(name: str) -> bool:
-    busy = SweepLease.objects.filter(name=name, expires_at__gt=Now())
-    return not busy.exists()
+def _leases_held(names: list[str]) -> set[str]:
+    """Which of `names` hold a lease now (one query for all of them)."""
+    if not names:
+        return set()
+    return set(SweepLease.objects.filter(name__in=names, expires_at__gt=Now()).values_list("name", flat=True))
 
 
 def _run_sweep(task) -> None:
