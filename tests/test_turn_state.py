@@ -90,9 +90,7 @@ def test_deltas_are_coalesced_not_stored_per_token(personas, settings, published
 
 
 @pytest.mark.django_db
-def test_the_answers_tail_is_held_with_the_completed_message_and_stored_in_one_write(
-    personas, settings, monkeypatch
-):
+def test_the_answers_tail_is_held_with_the_completed_message_and_stored_in_one_write(personas, settings, monkeypatch):
     """The delta text still pending when the message completes is not
     written on its own: it goes with message.completed into the next write
     (the turn's end, or a tool call's first event), one statement."""
