@@ -413,14 +413,36 @@ def references_in_text(text: str, reference_for) -> str:
     `reference_for(url)`, and every plain one percent-decoded. A URL that is
     not plain once its separators are read as a reader reads them (see
     `_url_spelling`) counts too: then the text is shown in that spelling,
-    with the reference (the URLs found as written keep their spelling)."""
+    with the reference (the URLs found as written keep their spelling).
+    A secret-named parameter outside any URL is a reference too
+    (`_secret_pairs`)."""
     shown = _references(text, reference_for)
     spelled = _url_spelling(shown)
     if spelled is not shown:
         found = _references(spelled, reference_for)
         if found != spelled:
-            return found
-    return shown
+            shown = found
+    return _secret_pairs(shown, reference_for)
+
+
+# A query parameter cut off its URL (by a no-break or ideographic space, a
+# line break, a copy-paste) or written on its own, whose name says it holds
+# a secret: "token=abc", "&X-Amz-Signature=...", "client_secret=...". Shown as
+# a reference, name and value together, like the URL it came from. The URL
+# shapes above decide by an allowlist; a bare name=value has no URL to judge,
+# so here the name decides (a doubt about other names stays with the
+# detectors and the known values).
+_SECRET_NAME = (
+    r"[a-z0-9_.-]{0,40}(?:token|secret|password|passwd|pwd|apikey|api[_-]key|"
+    r"sig|signature|credentials?|auth|code_verifier|session[_-]?id)"
+)
+_SECRET_PAIR = re.compile(rf"(?<![\w.-])[&?;]?{_SECRET_NAME}=[^\s&\"'<>\\`]{{3,}}", re.IGNORECASE)
+
+
+def _secret_pairs(text: str, reference_for) -> str:
+    if "=" not in text:
+        return text
+    return _SECRET_PAIR.sub(lambda m: reference_for(m.group().lstrip("&?;")), text)
 
 
 def _references(text: str, reference_for) -> str:

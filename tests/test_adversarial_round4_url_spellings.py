@@ -98,3 +98,32 @@ def test_a_password_in_a_bare_authority_becomes_a_reference(text):
 )
 def test_a_label_or_a_time_before_an_email_is_not_an_authority(text):
     assert references_in_text(text, lambda url: "[URL-1]") == text
+
+
+# A secret-named parameter cut off its URL (here by an ideographic space:
+# the URL ends at a blank) or written on its own stayed in clear. Failed
+# before the fix.
+@pytest.mark.parametrize(
+    "text, secret",
+    [
+        ("https://x.example/a?page=1\u3000token=" + SECRET, SECRET),
+        ("https://x.example/a?page=1\u00a0&access_token=" + SECRET, SECRET),
+        ("재발급 refresh_token=" + SECRET + " 사용", SECRET),
+        ("X-Amz-Signature=" + SECRET, SECRET),
+        ("mytoken=" + SECRET + ";", SECRET),
+        ("client_secret=" + SECRET, SECRET),
+    ],
+)
+def test_a_secret_named_parameter_outside_a_url_becomes_a_reference(text, secret):
+    seen: list[str] = []
+    shown = references_in_text(text, lambda url: seen.append(url) or "[URL-1]")
+    assert secret not in shown and "[URL-1]" in shown, shown
+    assert seen and all(secret in found for found in seen), seen
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["keyword=매출&lang=ko", "passwordless=yes", "a=1, b=22", "WHERE sig=1", "token=ab", "x == y"],
+)
+def test_other_parameters_and_equations_stay_as_written(text):
+    assert references_in_text(text, lambda url: "[URL-1]") == text
