@@ -226,24 +226,7 @@ class DbVault:
             by_kind.setdefault(kind, []).append((digest, value))
         for kind, items in by_kind.items():
             try:
-                with transaction.atomic():
-                    _lock_open_conversation(self.conversation_id)
-                    top = (
-                        VaultEntry.objects.filter(conversation_id=self.conversation_id, kind=kind).aggregate(
-                            top=Max("number")
-                        )["top"]
-                        or 0
-                    )
-                    VaultEntry.objects.bulk_create(
-                        VaultEntry(
-                            conversation_id=self.conversation_id,
-                            kind=kind,
-                            number=top + offset,
-                            digest=digest,
-                            ciphertext=encrypt_text(value),
-                        )
-                        for offset, (digest, value) in enumerate(items, 1)
-                    )
+                top = self._insert_numbered(kind, items)
             except IntegrityError:
                 continue  # raced with another worker: token_for() sorts these out one by one
             for offset, (digest, _value) in enumerate(items, 1):
@@ -281,28 +264,30 @@ class DbVault:
         """New entries numbered top+1, top+2, ... for `originals`; returns top."""
         for _attempt in range(5):
             try:
-                with transaction.atomic():
-                    _lock_open_conversation(self.conversation_id)
-                    top = (
-                        VaultEntry.objects.filter(conversation_id=self.conversation_id, kind=kind).aggregate(
-                            top=Max("number")
-                        )["top"]
-                        or 0
-                    )
-                    VaultEntry.objects.bulk_create(
-                        VaultEntry(
-                            conversation_id=self.conversation_id,
-                            kind=kind,
-                            number=top + offset,
-                            digest=_derived_digest(),
-                            ciphertext=encrypt_text(original),
-                        )
-                        for offset, original in enumerate(originals, 1)
-                    )
-                    return top
+                return self._insert_numbered(kind, [(_derived_digest(), original) for original in originals])
             except IntegrityError:
                 continue  # another worker took a number meanwhile: count again
         raise RuntimeError("could not allocate token numbers")
+
+    def _insert_numbered(self, kind: str, items: list[tuple[str, str]]) -> int:
+        """New entries of `kind` for (digest, original) `items`, numbered
+        top+1, top+2, ... in one transaction; returns top. Raises
+        IntegrityError when another writer took a number or digest first."""
+        with transaction.atomic():
+            _lock_open_conversation(self.conversation_id)
+            found = VaultEntry.objects.filter(conversation_id=self.conversation_id, kind=kind)
+            top = found.aggregate(top=Max("number"))["top"] or 0
+            VaultEntry.objects.bulk_create(
+                VaultEntry(
+                    conversation_id=self.conversation_id,
+                    kind=kind,
+                    number=top + offset,
+                    digest=digest,
+                    ciphertext=encrypt_text(original),
+                )
+                for offset, (digest, original) in enumerate(items, 1)
+            )
+            return top
 
     def is_derived(self, kind: str, number: int) -> bool:
         """Is this token's entry a computed value's (see derived_tokens)?"""

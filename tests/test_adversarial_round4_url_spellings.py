@@ -28,6 +28,16 @@ from tests.support.governed import governed_connection
 
 SECRET = "XXXXXXXXXXXXXXXXXXXXXXXX"
 
+
+def assert_shown_as_reference(text: str, secret: str) -> None:
+    """`secret` is gone from what the model is shown, behind a reference,
+    and every reference made holds it (none is made for nothing)."""
+    seen: list[str] = []
+    shown = references_in_text(text, lambda url: seen.append(url) or "[URL-1]")
+    assert secret not in shown and "[URL-1]" in shown, shown
+    assert seen and all(secret in url for url in seen), seen
+
+
 RESPELLED = [
     '{"hook":"https:\\/\\/hooks.slack.com\\/services\\/T000\\/B000\\/' + SECRET + '"}',
     "https:\\\\/\\\\/hooks.slack.com\\\\/services\\\\/T0\\\\/B0\\\\/" + SECRET,
@@ -42,10 +52,7 @@ RESPELLED = [
 
 @pytest.mark.parametrize("text", RESPELLED)
 def test_a_respelled_secret_url_becomes_a_reference(text):
-    seen: list[str] = []
-    shown = references_in_text(text, lambda url: seen.append(url) or "[URL-1]")
-    assert SECRET not in shown and "[URL-1]" in shown, shown
-    assert seen and all(SECRET in url for url in seen), seen
+    assert_shown_as_reference(text, SECRET)
 
 
 @pytest.mark.parametrize(
@@ -86,10 +93,7 @@ def test_pg_a_json_escaped_webhook_in_a_cell_becomes_a_reference(pg_customer_db,
     ],
 )
 def test_a_password_in_a_bare_authority_becomes_a_reference(text):
-    seen: list[str] = []
-    shown = references_in_text(text, lambda url: seen.append(url) or "[URL-1]")
-    assert SECRET not in shown and "[URL-1]" in shown, shown
-    assert seen and all(SECRET in url for url in seen), seen
+    assert_shown_as_reference(text, SECRET)
 
 
 @pytest.mark.parametrize(
@@ -115,10 +119,7 @@ def test_a_label_or_a_time_before_an_email_is_not_an_authority(text):
     ],
 )
 def test_a_secret_named_parameter_outside_a_url_becomes_a_reference(text, secret):
-    seen: list[str] = []
-    shown = references_in_text(text, lambda url: seen.append(url) or "[URL-1]")
-    assert secret not in shown and "[URL-1]" in shown, shown
-    assert seen and all(secret in found for found in seen), seen
+    assert_shown_as_reference(text, secret)
 
 
 @pytest.mark.parametrize(
